@@ -1,0 +1,107 @@
+"""Figures in the page's language: fonts, labels and heat-maps with token labels.
+
+Every chapter starts with ``plotting.setup(LANG)``. Japanese glyphs come from the IPAex Gothic
+font shipped by ``matplotlib-fontja`` (no system font needed); the weather symbols
+☂ ☁ ☀ are drawn by DejaVu Sans, which matplotlib ships, so no colour-emoji font is needed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import matplotlib as mpl
+import matplotlib.pyplot as plt
+import matplotlib_fontja  # noqa: F401  (registers IPAexGothic with matplotlib)
+import numpy as np
+
+LANGUAGES = ("en", "ja")
+WEATHER_SYMBOLS = ("☂", "☁", "☀")  # token 0 = rain, 1 = cloud, 2 = sun
+
+_state = {"lang": "en"}
+
+
+def setup(lang: str) -> None:
+    """Set the language of figure text and the fonts and sizes every chapter uses."""
+    if lang not in LANGUAGES:
+        raise ValueError(f"lang must be one of {LANGUAGES}, got {lang!r}")
+    _state["lang"] = lang
+    # matplotlib falls back along the family list glyph by glyph, so Latin text keeps the
+    # font of the page's language and the other font fills in what it lacks.
+    family = ["IPAexGothic", "DejaVu Sans"] if lang == "ja" else ["DejaVu Sans", "IPAexGothic"]
+    mpl.rcParams.update(
+        {
+            "font.family": family,
+            "axes.unicode_minus": False,  # IPAexGothic has no U+2212 minus sign
+            "figure.dpi": 80,  # small PNGs keep the stored notebooks light
+            "savefig.dpi": 80,
+            "figure.figsize": (6.0, 3.6),
+            "axes.grid": False,
+        }
+    )
+
+
+def language() -> str:
+    """The language set by :func:`setup`."""
+    return _state["lang"]
+
+
+def tr(en: str, ja: str) -> str:
+    """Pick the English or Japanese text for a figure, by the language set in :func:`setup`."""
+    return ja if _state["lang"] == "ja" else en
+
+
+def weather_labels(tokens: Sequence[int]) -> list[str]:
+    """Weather symbols for integer tokens: 0 → ☂, 1 → ☁, 2 → ☀."""
+    return [WEATHER_SYMBOLS[int(t)] for t in tokens]
+
+
+def heatmap(
+    matrix,
+    *,
+    ax: plt.Axes | None = None,
+    row_labels: Sequence[str] | None = None,
+    col_labels: Sequence[str] | None = None,
+    title: str | None = None,
+    xlabel: str | None = None,
+    ylabel: str | None = None,
+    annotate: bool = False,
+    fmt: str = ".2f",
+    cmap: str = "viridis",
+    vmin: float | None = None,
+    vmax: float | None = None,
+    colorbar: bool = True,
+) -> plt.Axes:
+    """Draw a 2-D array as an image, row 0 at the top, with optional token labels.
+
+    Used for attention weights (rows = queries, columns = keys) and positional encodings
+    (rows = positions, columns = features). ``annotate`` writes each value in its cell.
+    """
+    matrix = np.asarray(matrix)
+    if matrix.ndim != 2:
+        raise ValueError(f"matrix must be 2-D, got shape {matrix.shape}")
+    if ax is None:
+        _, ax = plt.subplots()
+    image = ax.imshow(matrix, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto", interpolation="nearest")
+    for labels, count, set_ticks, set_labels, axis in (
+        (row_labels, matrix.shape[0], ax.set_yticks, ax.set_yticklabels, "row_labels"),
+        (col_labels, matrix.shape[1], ax.set_xticks, ax.set_xticklabels, "col_labels"),
+    ):
+        if labels is not None:
+            if len(labels) != count:
+                raise ValueError(f"{axis} must have {count} entries, got {len(labels)}")
+            set_ticks(range(count))
+            set_labels(labels)
+    if annotate:
+        middle = (np.nanmax(matrix) + np.nanmin(matrix)) / 2
+        for (i, j), value in np.ndenumerate(matrix):
+            colour = "black" if value > middle else "white"
+            ax.text(j, i, format(value, fmt), ha="center", va="center", fontsize=8, color=colour)
+    if colorbar:
+        ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
+    if title:
+        ax.set_title(title)
+    if xlabel:
+        ax.set_xlabel(xlabel)
+    if ylabel:
+        ax.set_ylabel(ylabel)
+    return ax

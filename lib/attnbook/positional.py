@@ -110,5 +110,5 @@ def alibi_bias(length: int, num_heads: int) -> jnp.ndarray:
     length = _checks.positive_int("length", length)
     pos = np.arange(length)
     distance = np.abs(pos[:, None] - pos[None, :])
-    bias = -alibi_slopes(num_heads)[:, None, None] * distance[None]
+    bias = 0.0 - alibi_slopes(num_heads)[:, None, None] * distance[None]  # 0.0 - x: no "-0." on the diagonal
     return jnp.asarray(bias, dtype=jnp.float32)

@@ -1,0 +1,43 @@
+--[[
+Drops the line breaks inside a paragraph that sit between two East Asian wide characters.
+
+Pandoc renders every line break inside a paragraph as a space, which in Japanese shows up in the
+middle of a sentence. Pandoc's markdown extension east_asian_line_breaks removes exactly these
+breaks, but Quarto does not hand reader extensions on to Pandoc (quarto-cli issue 8520), so the
+Japanese profile runs this filter instead (`filters:` in _quarto-ja.yml). Authors can then wrap
+Japanese text like any other. tests/test_book.py runs it through Pandoc when Pandoc is installed.
+]]
+
+-- Wide characters as Pandoc's extension sees them: Hangul Jamo, CJK radicals to Yi, Hangul
+-- syllables, CJK compatibility ideographs and forms, fullwidth forms, CJK extensions B and later.
+local function is_wide(cp)
+  return (cp >= 0x1100 and cp <= 0x115F) or (cp >= 0x2E80 and cp <= 0xA4CF)
+      or (cp >= 0xAC00 and cp <= 0xD7A3) or (cp >= 0xF900 and cp <= 0xFAFF)
+      or (cp >= 0xFE30 and cp <= 0xFE4F) or (cp >= 0xFF00 and cp <= 0xFF60)
+      or (cp >= 0xFFE0 and cp <= 0xFFE6) or (cp >= 0x20000 and cp <= 0x3FFFD)
+end
+
+local function first_codepoint(s)
+  local ok, cp = pcall(utf8.codepoint, s, 1)
+  return ok and cp or nil
+end
+
+local function last_codepoint(s)
+  local start = utf8.offset(s, -1)
+  if not start then return nil end
+  local ok, cp = pcall(utf8.codepoint, s, start)
+  return ok and cp or nil
+end
+
+function Inlines(inlines)
+  for i = #inlines - 1, 2, -1 do
+    if inlines[i].t == "SoftBreak" then
+      local before = last_codepoint(pandoc.utils.stringify(inlines[i - 1]))
+      local after = first_codepoint(pandoc.utils.stringify(inlines[i + 1]))
+      if before and after and is_wide(before) and is_wide(after) then
+        inlines:remove(i)
+      end
+    end
+  end
+  return inlines
+end

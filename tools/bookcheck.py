@@ -1,0 +1,606 @@
+"""Checks of the book's structure that need no Quarto.
+
+Quarto cannot run where the book is tested, so everything it would complain about (and a few
+things it would silently get wrong) is checked here instead: twins in both languages, identical
+code, identical stored outputs, cross-references, relative links, chapter lists, stored outputs,
+the Quarto profiles and environment.yml.
+
+Every check is a function ``check_*(root) -> list[str]`` over the repository root, returning
+human-readable problems (an empty list means the check passed), so tests can run each one on the
+real repository and on a deliberately broken copy.
+
+    python -m tools.bookcheck          # print every problem; exit status 1 if there is any
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import re
+import sys
+import tomllib
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path, PurePosixPath
+from urllib.parse import unquote
+
+import yaml
+
+LANGS = ("en", "ja")
+CHAPTERS = "chapters"
+DOC_SUFFIXES = (".ipynb", ".qmd", ".md")
+# Cells with these tags have outputs that nbval does not compare, so twins may differ there.
+UNCOMPARED_TAGS = frozenset({"nbval-ignore-output", "nbval-skip"})
+# Packages named differently on conda-forge and PyPI (conda name -> PyPI name).
+CONDA_TO_PYPI = {"quarto": "quarto-cli"}
+# The pyproject extras that environment.yml must cover besides the runtime dependencies.
+ENV_EXTRAS = ("test", "site")
+
+LANG_LINE = re.compile(r"""^LANG\s*=\s*["'](?P<lang>[A-Za-z_-]+)["']\s*(#.*)?$""")
+OPTION_LINE = re.compile(r"^\s*#\|")
+LABEL_OPTION = re.compile(r"""^\s*#\|\s*label:\s*["']?(?P<label>[A-Za-z0-9_:.-]+)["']?\s*$""")
+NBVAL_COMMENT = re.compile(r"#\s*NBVAL_", re.IGNORECASE)
+XREF_KINDS = ("fig", "sec", "tbl", "eq")
+# Pandoc reads a citation key as alphanumerics (any script) with internal punctuation.
+XREF = re.compile(r"@(?P<key>(?:%s)-[\w:.#$%%&+?<>~/-]*)" % "|".join(XREF_KINDS))
+KEY_TRAILING_PUNCTUATION = ":.#$%&+?<>~/-"
+ATTRIBUTE_LABEL = re.compile(r"\{[^{}\n]*?#(?P<label>(?:%s)-[A-Za-z0-9_:.-]+)" % "|".join(XREF_KINDS))
+LINK = re.compile(r"!?\[(?:[^\[\]]|\[[^\[\]]*\])*\]\(\s*<?(?P<target>[^\s)>]+)>?(?:\s+[\"'(][^)]*)?\)")
+INCLUDE = re.compile(r"\{\{<\s*include\s+(?P<target>[^\s>]+)\s*>\}\}")
+URL_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
+INLINE_CODE = re.compile(r"(`+)(?:(?!\1).)+?\1")
+HTML_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading the book
+
+
+def rel(root: Path, path: Path) -> str:
+    """`path` relative to the repository root, with forward slashes, for messages."""
+    return path.relative_to(root).as_posix()
+
+
+def read_notebook(path: Path) -> dict:
+    with path.open(encoding="utf-8") as f:
+        return json.load(f)
+
+
+def source_lines(cell: dict) -> list[str]:
+    """A cell's source as lines without their line endings (the source may be a str or a list)."""
+    source = cell.get("source", "")
+    return ("".join(source) if isinstance(source, list) else source).splitlines()
+
+
+def code_cells(nb: dict) -> list[tuple[int, dict]]:
+    """(notebook cell index, cell) of every code cell."""
+    return [(i, c) for i, c in enumerate(nb.get("cells", [])) if c.get("cell_type") == "code"]
+
+
+def tags(cell: dict) -> list[str]:
+    return sorted(cell.get("metadata", {}).get("tags", []))
+
+
+def language_files(root: Path, lang: str) -> list[Path]:
+    """Every notebook and page of one language, partials (``_*.qmd``) included."""
+    folder = root / CHAPTERS / lang
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.rglob("*")
+                  if p.suffix in DOC_SUFFIXES and p.is_file() and ".ipynb_checkpoints" not in p.parts)
+
+
+def notebooks(root: Path) -> list[Path]:
+    return [p for lang in LANGS for p in language_files(root, lang) if p.suffix == ".ipynb"]
+
+
+def documents(root: Path) -> list[Path]:
+    """Every source Quarto reads: pages at the root (index.qmd) and everything under chapters/."""
+    top = sorted(p for p in root.glob("*.qmd") if p.is_file())
+    return top + [p for lang in LANGS for p in language_files(root, lang)]
+
+
+def language_of(root: Path, path: Path) -> str | None:
+    parts = path.relative_to(root).parts
+    return parts[1] if len(parts) > 2 and parts[0] == CHAPTERS and parts[1] in LANGS else None
+
+
+def other_language(lang: str) -> str:
+    return LANGS[1 - LANGS.index(lang)]
+
+
+def twin_path(root: Path, path: Path) -> Path:
+    """The same file in the other language: chapters/en/x.ipynb <-> chapters/ja/x.ipynb."""
+    lang = language_of(root, path)
+    if lang is None:
+        raise ValueError(f"{path} is not under {CHAPTERS}/<{'|'.join(LANGS)}>/")
+    parts = list(path.relative_to(root).parts)
+    parts[1] = other_language(lang)
+    return root.joinpath(*parts)
+
+
+def twin_pairs(root: Path) -> Iterator[tuple[Path, Path]]:
+    """(English notebook, Japanese notebook) for every notebook that has its twin."""
+    for path in language_files(root, LANGS[0]):
+        twin = twin_path(root, path)
+        if path.suffix == ".ipynb" and twin.exists():
+            yield path, twin
+
+
+def without_code(text: str) -> str:
+    """Markdown with fenced code blocks, inline code and HTML comments blanked out.
+
+    Line numbers are kept (blocks become empty lines) so messages can point at a line.
+    """
+    text = HTML_COMMENT.sub(lambda m: "\n" * m.group(0).count("\n"), text)
+    lines, fence = [], None
+    for line in text.splitlines():
+        match = FENCE.match(line)
+        if fence is None and match:
+            fence = match.group(1)[0] * len(match.group(1))
+            lines.append("")
+        elif fence is not None:
+            if line.strip().startswith(fence) and not line.strip().strip(fence[0]):
+                fence = None
+            lines.append("")
+        else:
+            lines.append(INLINE_CODE.sub("", line))
+    return "\n".join(lines)
+
+
+def markdown_texts(path: Path) -> list[tuple[str, str]]:
+    """(where, markdown without code) for each markdown part of a document."""
+    if path.suffix == ".ipynb":
+        nb = read_notebook(path)
+        return [(f"cell {i + 1}", without_code("\n".join(source_lines(c))))
+                for i, c in enumerate(nb.get("cells", [])) if c.get("cell_type") == "markdown"]
+    return [("", without_code(path.read_text(encoding="utf-8")))]
+
+
+def option_lines(path: Path) -> list[tuple[str, str]]:
+    """(where, line) for each ``#|`` cell option line of a document."""
+    if path.suffix == ".ipynb":
+        return [(f"cell {i + 1}", line) for i, c in code_cells(read_notebook(path))
+                for line in source_lines(c) if OPTION_LINE.match(line)]
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return [(f"line {n + 1}", line) for n, line in enumerate(lines) if OPTION_LINE.match(line)]
+
+
+def at(path: str, where: str) -> str:
+    return f"{path} ({where})" if where else path
+
+
+# ---------------------------------------------------------------------------------------------
+# Twins and code parity
+
+
+def check_twins(root: Path) -> list[str]:
+    """Every notebook and page under chapters/<lang>/ has its twin in the other language."""
+    problems = []
+    for lang in LANGS:
+        for path in language_files(root, lang):
+            twin = twin_path(root, path)
+            if not twin.exists():
+                problems.append(f"{rel(root, path)} has no twin: {rel(root, twin)} is missing")
+    return problems
+
+
+def lang_lines(nb: dict) -> list[tuple[int, str]]:
+    """(notebook cell index, declared language) of every ``LANG = "..."`` line."""
+    return [(i, m.group("lang")) for i, c in code_cells(nb)
+            for m in map(LANG_LINE.match, source_lines(c)) if m]
+
+
+def shared_code(cell: dict) -> list[tuple[int, str]]:
+    """(line number, line) of the code that twins share: no ``#|`` options, no LANG line."""
+    return [(n, line) for n, line in enumerate(source_lines(cell))
+            if not OPTION_LINE.match(line) and not LANG_LINE.match(line)]
+
+
+def describe_cell_difference(a: list[str], b: list[str]) -> str:
+    """Which code cells were inserted, deleted or replaced going from `a` to `b` (1-based)."""
+    parts = []
+    matcher = difflib.SequenceMatcher(a=a, b=b, autojunk=False)
+    for op, i1, i2, j1, j2 in matcher.get_opcodes():
+        if op == "equal":
+            continue
+        first = a[i1] if i1 < i2 else b[j1]
+        snippet = (first.strip().splitlines() or [""])[0][:50]
+        parts.append(f"{op} code cells {i1 + 1}-{i2} -> {j1 + 1}-{j2} ({snippet!r})")
+    return "; ".join(parts)
+
+
+def check_code_parity(root: Path) -> list[str]:
+    """Twins have the same code cells: same code without ``#|`` lines and the LANG line, same tags."""
+    problems = []
+    for lang in LANGS:
+        for path in language_files(root, lang):
+            if path.suffix != ".ipynb":
+                continue
+            declared = lang_lines(read_notebook(path))
+            if [d for _, d in declared] != [lang]:
+                found = ", ".join(f'LANG = "{d}" in cell {i + 1}' for i, d in declared) or "none"
+                problems.append(f'{rel(root, path)}: needs exactly one code line LANG = "{lang}" '
+                                f"(found {found})")
+    for path, twin in twin_pairs(root):
+        a, b = code_cells(read_notebook(path)), code_cells(read_notebook(twin))
+        name, twin_name = rel(root, path), rel(root, twin)
+        if len(a) != len(b):
+            text = lambda cells: ["\n".join(line for _, line in shared_code(c)) for _, c in cells]
+            problems.append(f"{name} has {len(a)} code cells, {twin_name} has {len(b)}: "
+                            + describe_cell_difference(text(a), text(b)))
+            continue
+        for k, ((i, cell), (j, twin_cell)) in enumerate(zip(a, b)):
+            here = f"code cell {k + 1} (cell {i + 1} in {name}, cell {j + 1} in {twin_name})"
+            x, y = shared_code(cell), shared_code(twin_cell)
+            if [line for _, line in x] != [line for _, line in y]:
+                m = next((m for m, (p, q) in enumerate(zip(x, y)) if p[1] != q[1]), min(len(x), len(y)))
+                left = x[m] if m < len(x) else (None, "<end of cell>")
+                right = y[m] if m < len(y) else (None, "<end of cell>")
+                line = f"line {left[0] + 1}" if left[0] is not None else "its end"
+                problems.append(f"{name} and {twin_name} differ in {here} at {line}: "
+                                f"{left[1]!r} vs {right[1]!r}")
+                break
+            if tags(cell) != tags(twin_cell):
+                problems.append(f"{name} and {twin_name} have different tags in {here}: "
+                                f"{tags(cell)} vs {tags(twin_cell)}")
+    return problems
+
+
+def text_outputs(cell: dict) -> list[tuple[str, str]]:
+    """The outputs nbval compares as text: streams and text/plain results."""
+    texts = []
+    for out in cell.get("outputs", []):
+        kind = out.get("output_type")
+        if kind == "stream":
+            texts.append((f"stream {out.get('name')}", "".join(out.get("text", ""))))
+        elif kind in ("execute_result", "display_data") and "text/plain" in out.get("data", {}):
+            texts.append(("text/plain", "".join(out["data"]["text/plain"])))
+    return texts
+
+
+def check_output_parity(root: Path) -> list[str]:
+    """Twins' stored text outputs agree wherever nbval compares them."""
+    problems = []
+    for path, twin in twin_pairs(root):
+        a, b = code_cells(read_notebook(path)), code_cells(read_notebook(twin))
+        if len(a) != len(b):
+            continue  # check_code_parity reports this
+        for k, ((i, cell), (_, twin_cell)) in enumerate(zip(a, b)):
+            if UNCOMPARED_TAGS & (set(tags(cell)) | set(tags(twin_cell))):
+                continue
+            x, y = text_outputs(cell), text_outputs(twin_cell)
+            if x == y:
+                continue
+            detail = next((f"{p[0]}: {p[1][:80]!r} vs {q[0]}: {q[1][:80]!r}"
+                           for p, q in zip(x, y) if p != q), f"{len(x)} vs {len(y)} text outputs")
+            problems.append(f"{rel(root, path)} and {rel(root, twin)} have different stored outputs "
+                            f"in code cell {k + 1} (cell {i + 1}): {detail}; re-execute both "
+                            "(python -m tools.execute_notebooks)")
+    return problems
+
+
+# ---------------------------------------------------------------------------------------------
+# Stored outputs
+
+
+def check_outputs(root: Path) -> list[str]:
+    """Every notebook has stored outputs, and none of them is an error."""
+    problems = []
+    for path in notebooks(root):
+        cells = code_cells(read_notebook(path))
+        if not any(c.get("outputs") for _, c in cells):
+            problems.append(f"{rel(root, path)} has no stored outputs; run "
+                            f"python -m tools.execute_notebooks {rel(root, path)}")
+        for i, cell in cells:
+            for out in cell.get("outputs", []):
+                if out.get("output_type") == "error":
+                    problems.append(f"{rel(root, path)} (cell {i + 1}) stores an error output: "
+                                    f"{out.get('ename')}: {out.get('evalue')}")
+    return problems
+
+
+def check_nbval_comments(root: Path) -> list[str]:
+    """nbval is steered with cell tags, never ``# NBVAL_...`` comments (they would show on the site)."""
+    return [f"{rel(root, path)} (cell {i + 1}): {line.strip()!r}; use the cell tag "
+            "(e.g. nbval-ignore-output) instead of the comment"
+            for path in notebooks(root) for i, cell in code_cells(read_notebook(path))
+            for line in source_lines(cell) if NBVAL_COMMENT.search(line)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Cross-references and links
+
+
+def labels(path: Path) -> list[tuple[str, str]]:
+    """(where, label) of every cross-reference label a document defines."""
+    found = [(where, m.group("label")) for where, line in option_lines(path)
+             for m in [LABEL_OPTION.match(line)] if m and m.group("label").startswith(
+                 tuple(k + "-" for k in XREF_KINDS))]
+    found += [(where, m.group("label")) for where, text in markdown_texts(path)
+              for m in ATTRIBUTE_LABEL.finditer(text)]
+    return found
+
+
+def references(path: Path) -> Iterator[tuple[str, str, str | None]]:
+    """(where, key, complaint) for each ``@fig-``/``@sec-``/``@tbl-``/``@eq-`` reference.
+
+    `complaint` is set when Pandoc would not read the text as the reference the author meant:
+    glued to a preceding letter (Pandoc leaves it as text) or followed by a letter, as happens in
+    Japanese without a space (Pandoc reads ``@fig-aの`` as the key ``fig-aの``).
+    """
+    texts = markdown_texts(path) + [(where, line.split(":", 1)[-1]) for where, line in option_lines(path)]
+    for where, text in texts:
+        for m in XREF.finditer(text):
+            before = text[m.start() - 1] if m.start() else " "
+            key = m.group("key").rstrip(KEY_TRAILING_PUNCTUATION)
+            if before.isascii() and (before.isalnum() or before in "_.@/"):
+                continue  # an e-mail address, a path or a decorator, not a reference
+            if before.isalnum():
+                yield where, key, f"@{key} is glued to the preceding {before!r}; put a space before it"
+            elif not key.isascii():
+                ascii_key = re.match(r"[A-Za-z0-9_:.#$%&+?<>~/-]*", key).group(0).rstrip(
+                    KEY_TRAILING_PUNCTUATION)
+                yield where, key, (f"Pandoc reads the reference as @{key}; put a space after "
+                                   f"@{ascii_key} or write [-@{ascii_key}]")
+            else:
+                yield where, key, None
+
+
+def check_cross_references(root: Path) -> list[str]:
+    """Every reference has a label in the same document, and no label is defined twice."""
+    problems = []
+    for path in documents(root):
+        name = rel(root, path)
+        defined = labels(path)
+        seen: dict[str, str] = {}
+        for where, label in defined:
+            if label in seen:
+                problems.append(f"{at(name, where)}: label {label} is already defined "
+                                f"({seen[label] or 'earlier'})")
+            seen.setdefault(label, where)
+        for where, key, complaint in references(path):
+            if complaint:
+                problems.append(f"{at(name, where)}: {complaint}")
+            elif key not in seen:
+                problems.append(f"{at(name, where)}: @{key} has no matching label in {name}")
+    return problems
+
+
+def link_targets(path: Path) -> Iterator[tuple[str, str, str]]:
+    """(where, kind, target) of every link, image and include in a document."""
+    for where, text in markdown_texts(path):
+        for m in LINK.finditer(text):
+            yield where, "link", m.group("target")
+    # Includes are shortcodes, so they may sit anywhere, even in what looks like code.
+    texts = ([(f"cell {i + 1}", "\n".join(source_lines(c)))
+              for i, c in enumerate(read_notebook(path).get("cells", []))]
+             if path.suffix == ".ipynb" else [("", path.read_text(encoding="utf-8"))])
+    for where, text in texts:
+        for m in INCLUDE.finditer(HTML_COMMENT.sub("", text)):
+            yield where, "include", m.group("target")
+
+
+def resolves(root: Path, base: Path, target: str) -> bool:
+    """Whether a link target names a file; ``x.html`` may name the source x.qmd or x.ipynb."""
+    path = Path(os.path.normpath(root / target.lstrip("/") if target.startswith("/") else base / target))
+    if path.exists():
+        return True
+    return path.suffix == ".html" and any(path.with_suffix(s).exists() for s in DOC_SUFFIXES)
+
+
+def check_links(root: Path) -> list[str]:
+    """Every relative link, image and include resolves to an existing file."""
+    problems = []
+    for path in documents(root):
+        name = rel(root, path)
+        for where, kind, target in link_targets(path):
+            if URL_SCHEME.match(target) or target.startswith(("#", "{{")):
+                continue
+            file = unquote(target.split("#", 1)[0].split("?", 1)[0])
+            if not file:
+                continue
+            if kind == "link" and path.name.startswith("_") and not file.startswith("/"):
+                # An included file's links resolve from the file that includes it.
+                problems.append(f"{at(name, where)}: {target} must start with / (project root), "
+                                "because links in an included file resolve from the including file")
+            elif not resolves(root, path.parent, file):
+                problems.append(f"{at(name, where)}: {kind} {target} does not resolve to a file")
+    return problems
+
+
+# ---------------------------------------------------------------------------------------------
+# Quarto configuration and chapter lists
+
+
+def load_yaml(path: Path) -> dict:
+    with path.open(encoding="utf-8") as f:
+        return yaml.safe_load(f) or {}
+
+
+def profile_path(root: Path, lang: str) -> Path:
+    return root / f"_quarto-{lang}.yml"
+
+
+def chapter_files(book: dict) -> list[str]:
+    """The files a book config lists: chapters, parts given as files, references, appendices."""
+    def walk(items: Iterable) -> Iterator[str]:
+        for item in items or []:
+            if isinstance(item, str):
+                yield item
+            elif isinstance(item, dict):
+                for key in ("href", "file"):
+                    if isinstance(item.get(key), str):
+                        yield item[key]
+                part = item.get("part")
+                if isinstance(part, str) and part.endswith(DOC_SUFFIXES):
+                    yield part
+                yield from walk(item.get("chapters"))
+
+    references = book.get("references")
+    return [*walk(book.get("chapters")), *walk([references] if references else []),
+            *walk(book.get("appendices"))]
+
+
+def check_quarto_config(root: Path) -> list[str]:
+    """The base config disables execution; each profile sets its `lang` and its own output-dir."""
+    base_path = root / "_quarto.yml"
+    if not base_path.exists():
+        return ["_quarto.yml is missing"]
+    base = load_yaml(base_path)
+    problems = []
+    if base.get("project", {}).get("type") != "book":
+        problems.append("_quarto.yml: project.type must be book")
+    if (base.get("execute") or {}).get("enabled") is not False:
+        problems.append("_quarto.yml: set execute.enabled: false so Quarto renders the stored "
+                        "outputs and never runs a notebook")
+    for key in ("chapters", "appendices"):
+        if key in (base.get("book") or {}):
+            problems.append(f"_quarto.yml: book.{key} belongs in the profiles only (Quarto "
+                            "concatenates lists when it merges a profile over _quarto.yml)")
+    output_dirs = {}
+    for lang in LANGS:
+        path = profile_path(root, lang)
+        if not path.exists():
+            problems.append(f"{path.name} is missing")
+            continue
+        profile = load_yaml(path)
+        if profile.get("lang") != lang:
+            problems.append(f"{path.name}: set lang: {lang} (found {profile.get('lang')!r})")
+        out = (profile.get("project") or {}).get("output-dir")
+        if not out:
+            problems.append(f"{path.name}: set project.output-dir (e.g. _site/{lang})")
+        elif out in output_dirs.values() or out == (base.get("project") or {}).get("output-dir"):
+            problems.append(f"{path.name}: output-dir {out} is shared with another edition")
+        output_dirs[lang] = out
+    return problems
+
+
+def check_chapter_lists(root: Path) -> list[str]:
+    """Profiles list existing files, the same chapters in the same order, and every chapter."""
+    problems, lists = [], {}
+    for lang in LANGS:
+        path = profile_path(root, lang)
+        if not path.exists():
+            continue  # check_quarto_config reports this
+        files = chapter_files(load_yaml(path).get("book") or {})
+        lists[lang] = files
+        if not any(PurePosixPath(f).name.startswith("index.") and "/" not in f for f in files):
+            problems.append(f"{path.name}: the chapter list must start with the home page index.qmd "
+                            "(Quarto books need one at the project root)")
+        for f in files:
+            if not (root / f).is_file():
+                problems.append(f"{path.name} lists {f}, which does not exist")
+            if f.startswith(f"{CHAPTERS}/{other_language(lang)}/"):
+                problems.append(f"{path.name} lists {f}, a chapter of the other language")
+        listed = set(files)
+        for doc in language_files(root, lang):
+            if not doc.name.startswith("_") and rel(root, doc) not in listed:
+                problems.append(f"{rel(root, doc)} is not listed in {path.name}")
+    if len(lists) == len(LANGS):
+        generic = {lang: [re.sub(rf"^{CHAPTERS}/{lang}/", f"{CHAPTERS}/*/", f) for f in files]
+                   for lang, files in lists.items()}
+        a, b = (generic[lang] for lang in LANGS)
+        if a != b:
+            k = next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+            x = lists[LANGS[0]][k] if k < len(a) else "<end>"
+            y = lists[LANGS[1]][k] if k < len(b) else "<end>"
+            problems.append(f"{profile_path(root, LANGS[0]).name} and {profile_path(root, LANGS[1]).name} "
+                            f"list different chapters at position {k + 1}: {x} vs {y}")
+    return problems
+
+
+# ---------------------------------------------------------------------------------------------
+# environment.yml against pyproject.toml
+
+
+def normalize(name: str) -> str:
+    """A package name as PEP 503 compares them, with conda-forge names mapped to PyPI's."""
+    name = re.sub(r"[-_.]+", "-", name.strip().lower())
+    return CONDA_TO_PYPI.get(name, name)
+
+
+def requirement_name(spec: str) -> str | None:
+    """The package a requirement or conda spec names (None for pip options and paths)."""
+    spec = spec.strip()
+    if not spec or spec.startswith(("-", ".", "/")) or "://" in spec:
+        return None
+    match = re.match(r"[A-Za-z0-9][A-Za-z0-9._-]*", spec)
+    return normalize(match.group(0)) if match else None
+
+
+def pyproject_packages(root: Path) -> set[str]:
+    with (root / "pyproject.toml").open("rb") as f:
+        project = tomllib.load(f)["project"]
+    extras = project.get("optional-dependencies", {})
+    specs = [*project.get("dependencies", []), *(s for e in ENV_EXTRAS for s in extras.get(e, []))]
+    return {n for n in map(requirement_name, specs) if n}
+
+
+def environment_packages(env: dict) -> tuple[set[str], list[str]]:
+    """(packages, conda specs) of environment.yml, pip section included."""
+    conda, pip = [], []
+    for dep in env.get("dependencies") or []:
+        if isinstance(dep, str):
+            conda.append(dep)
+        elif isinstance(dep, dict):
+            pip.extend(dep.get("pip") or [])
+    names = {n for n in map(requirement_name, conda + pip) if n} - {"python", "pip"}
+    return names, conda
+
+
+def check_environment(root: Path) -> list[str]:
+    """environment.yml (conda-forge, Python 3.11, Quarto) installs what pyproject.toml lists."""
+    path = root / "environment.yml"
+    if not path.exists():
+        return ["environment.yml is missing"]
+    env = load_yaml(path)
+    problems = []
+    if "conda-forge" not in (env.get("channels") or []):
+        problems.append("environment.yml: use the conda-forge channel")
+    packages, conda = environment_packages(env)
+    if not any(re.fullmatch(r"python\s*=+\s*3\.11(\.\*)?", spec.strip()) for spec in conda):
+        problems.append("environment.yml: pin python=3.11")
+    expected = pyproject_packages(root)
+    for name in sorted(expected - packages):
+        problems.append(f"environment.yml lacks {name}, which pyproject.toml requires")
+    for name in sorted(packages - expected):
+        problems.append(f"environment.yml has {name}, which pyproject.toml does not list")
+    return problems
+
+
+# ---------------------------------------------------------------------------------------------
+
+CHECKS: tuple[Callable[[Path], list[str]], ...] = (
+    check_quarto_config,
+    check_chapter_lists,
+    check_twins,
+    check_code_parity,
+    check_output_parity,
+    check_outputs,
+    check_nbval_comments,
+    check_cross_references,
+    check_links,
+    check_environment,
+)
+
+
+def run_all(root: Path) -> list[str]:
+    """Every problem every check finds, each prefixed with the check's name."""
+    return [f"[{check.__name__.removeprefix('check_')}] {problem}"
+            for check in CHECKS for problem in check(root)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    root = Path(args[0] if args else Path(__file__).resolve().parent.parent).resolve()
+    problems = run_all(root)
+    for problem in problems:
+        print(problem)
+    print(f"bookcheck: {len(problems)} problem(s) in {len(CHECKS)} checks", file=sys.stderr)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -21,6 +21,7 @@ import re
 import sys
 import tomllib
 from collections.abc import Callable, Iterable, Iterator
+from itertools import zip_longest
 from pathlib import Path, PurePosixPath
 from urllib.parse import unquote
 
@@ -273,8 +274,8 @@ def check_output_parity(root: Path) -> list[str]:
             x, y = text_outputs(cell), text_outputs(twin_cell)
             if x == y:
                 continue
-            detail = next((f"{p[0]}: {p[1][:80]!r} vs {q[0]}: {q[1][:80]!r}"
-                           for p, q in zip(x, y) if p != q), f"{len(x)} vs {len(y)} text outputs")
+            p, q = next((p, q) for p, q in zip_longest(x, y, fillvalue=("no output", "")) if p != q)
+            detail = f"{p[0]} {p[1][:80]!r} vs {q[0]} {q[1][:80]!r}"
             problems.append(f"{rel(root, path)} and {rel(root, twin)} have different stored outputs "
                             f"in code cell {k + 1} (cell {i + 1}): {detail}; re-execute both "
                             "(python -m tools.execute_notebooks)")

@@ -48,8 +48,7 @@ def execute(path: Path, timeout: int = 300, kernel: str = "python3") -> float:
     except (CellExecutionError, CellTimeoutError, DeadKernelError) as error:
         index = current["index"]
         where = f"cell {index + 1}" if index is not None else "start-up"
-        source = nb.cells[index].source if index is not None else ""
-        raise ExecutionFailed(f"{path}: {where} failed:\n{source}\n\n{error}") from error
+        raise ExecutionFailed(f"{path}: {where} failed\n{error}") from error
     seconds = time.perf_counter() - start
     nbformat.write(nb, path)
     return seconds

@@ -1,0 +1,491 @@
+"""The book's structure (tools/bookcheck.py) and the authoring tools (tools/sync_code.py, ...).
+
+Every check runs on the real repository, where it must find nothing, and on a copy of the book in
+tmp_path that one test breaks on purpose, where it must report the broken file. The copies start
+from the real chapters, so these tests grow with the book; a synthetic chapter stands in while
+the book has none.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import nbformat
+import pytest
+import yaml
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
+
+from tools import bookcheck, execute_notebooks, sync_code
+
+ROOT = Path(__file__).resolve().parent.parent
+BOOK_FILES = ("_quarto.yml", "_quarto-en.yml", "_quarto-ja.yml", "index.qmd", "pyproject.toml",
+              "environment.yml")
+
+
+# ---------------------------------------------------------------------------------------------
+# Building and breaking copies of the book
+
+
+def synthetic_notebook(lang: str) -> nbformat.NotebookNode:
+    """A small chapter with a label, references, a LANG line, tags and stored outputs."""
+    caption = {"en": "A line", "ja": "直線"}[lang]
+    text = {"en": "# Demo {#sec-demo}\n\n@fig-line shows a line; see @sec-demo.",
+            "ja": "# デモ {#sec-demo}\n\n@fig-line は直線です。[-@sec-demo] も参照。"}[lang]
+    cells = [
+        new_markdown_cell(text),
+        new_code_cell(f'LANG = "{lang}"\nimport numpy as np',
+                      outputs=[], execution_count=1),
+        new_code_cell(f'#| label: fig-line\n#| fig-cap: "{caption}"\nprint(np.arange(3))',
+                      outputs=[new_output("stream", name="stdout", text="[0 1 2]\n")],
+                      execution_count=2),
+        new_code_cell("print('timing')", metadata={"tags": ["nbval-ignore-output"]},
+                      outputs=[new_output("stream", name="stdout", text=f"timing {lang}\n")],
+                      execution_count=3),
+    ]
+    return new_notebook(cells=cells, metadata={"kernelspec": {
+        "name": "python3", "display_name": "Python 3", "language": "python"}})
+
+
+def add_synthetic_chapter(root: Path, name: str = "99-synthetic.ipynb") -> None:
+    for lang in bookcheck.LANGS:
+        nbformat.write(synthetic_notebook(lang), root / "chapters" / lang / name)
+        profile = root / f"_quarto-{lang}.yml"
+        config = yaml.safe_load(profile.read_text(encoding="utf-8"))
+        config["book"]["chapters"].append(f"chapters/{lang}/{name}")
+        profile.write_text(yaml.safe_dump(config, allow_unicode=True), encoding="utf-8")
+
+
+@pytest.fixture
+def book(tmp_path: Path) -> Path:
+    """A copy of the book's sources, with at least one pair of twin notebooks."""
+    for name in BOOK_FILES:
+        shutil.copy(ROOT / name, tmp_path / name)
+    for folder in ("chapters", "site"):
+        shutil.copytree(ROOT / folder, tmp_path / folder,
+                        ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
+    if not any(bookcheck.twin_pairs(tmp_path)):
+        add_synthetic_chapter(tmp_path)
+    return tmp_path
+
+
+@pytest.fixture
+def pair(book: Path) -> tuple[Path, Path]:
+    """The first (English, Japanese) notebook pair of the copy."""
+    return next(bookcheck.twin_pairs(book))
+
+
+def read(path: Path) -> dict:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def write(path: Path, nb: dict) -> None:
+    path.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def edit(path: Path, change) -> None:
+    nb = read(path)
+    change(nb)
+    write(path, nb)
+
+
+def add_markdown(path: Path, text: str) -> None:
+    edit(path, lambda nb: nb["cells"].append({"cell_type": "markdown", "metadata": {}, "source": text}))
+
+
+def plain_code_cell(nb: dict) -> dict:
+    """The first code cell whose outputs nbval compares and whose code has more than the LANG line."""
+    return next(c for c in nb["cells"] if c["cell_type"] == "code"
+                and not bookcheck.UNCOMPARED_TAGS & set(bookcheck.tags(c))
+                and bookcheck.shared_code(c))
+
+
+def new_problems(check, root: Path, breakage) -> list[str]:
+    """The problems `check` reports after `breakage()` that it did not report before."""
+    before = set(check(root))
+    breakage()
+    return [p for p in check(root) if p not in before]
+
+
+def mentions(problems: list[str], *names: str) -> bool:
+    return any(all(name in p for name in names) for p in problems)
+
+
+def name(root: Path, path: Path) -> str:
+    return bookcheck.rel(root, path)
+
+
+# ---------------------------------------------------------------------------------------------
+# The real book
+
+
+@pytest.mark.parametrize("check", bookcheck.CHECKS, ids=lambda c: c.__name__)
+def test_real_book(check):
+    assert check(ROOT) == []
+
+
+def test_cli_reports_and_exits_nonzero(book, pair, capsys):
+    en, ja = pair
+    ja.unlink()
+    assert bookcheck.main([str(book)]) == 1
+    assert name(book, en) in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------------------------------------
+# Each check on a broken copy
+
+
+def test_missing_twin(book, pair):
+    en, ja = pair
+    problems = new_problems(bookcheck.check_twins, book, ja.unlink)
+    assert mentions(problems, name(book, en), name(book, ja))
+
+
+def test_changed_code_line(book, pair):
+    en, ja = pair
+    problems = new_problems(bookcheck.check_code_parity, book, lambda: edit(
+        ja, lambda nb: plain_code_cell(nb).__setitem__("source", "x = 1  # not in English\n"
+                                                       + "".join(plain_code_cell(nb)["source"]))))
+    assert mentions(problems, name(book, en), name(book, ja), "code cell", "not in English")
+
+
+def test_extra_code_cell(book, pair):
+    en, ja = pair
+    problems = new_problems(bookcheck.check_code_parity, book, lambda: edit(
+        ja, lambda nb: nb["cells"].append(new_code_cell("print('only in Japanese')"))))
+    assert mentions(problems, name(book, ja), "code cells", "only in Japanese")
+
+
+def test_different_tags(book, pair):
+    en, ja = pair
+    problems = new_problems(bookcheck.check_code_parity, book, lambda: edit(
+        ja, lambda nb: plain_code_cell(nb)["metadata"].__setitem__("tags", ["nbval-skip"])))
+    assert mentions(problems, name(book, ja), "tags", "nbval-skip")
+
+
+def test_option_lines_and_lang_line_may_differ(book, pair):
+    en, ja = pair
+
+    def retitle(nb):
+        cell = plain_code_cell(nb)
+        cell["source"] = '#| fig-cap: "別の説明"\n' + "".join(cell["source"])
+
+    assert new_problems(bookcheck.check_code_parity, book, lambda: edit(ja, retitle)) == []
+
+
+def test_wrong_lang_line(book, pair):
+    en, ja = pair
+
+    def relabel(nb):
+        for cell in nb["cells"]:
+            if cell["cell_type"] == "code":
+                cell["source"] = "".join(cell["source"]).replace('LANG = "ja"', 'LANG = "en"')
+
+    problems = new_problems(bookcheck.check_code_parity, book, lambda: edit(ja, relabel))
+    assert mentions(problems, name(book, ja), 'LANG = "ja"')
+
+
+def test_different_stored_output(book, pair):
+    en, ja = pair
+    problems = new_problems(bookcheck.check_output_parity, book, lambda: edit(
+        ja, lambda nb: plain_code_cell(nb)["outputs"].append(
+            {"output_type": "stream", "name": "stdout", "text": ["only in Japanese\n"]})))
+    assert mentions(problems, name(book, ja), "only in Japanese")
+
+
+def test_ignored_output_may_differ(book, pair):
+    en, ja = pair
+
+    def change_ignored(nb):
+        cell = plain_code_cell(nb)
+        cell["metadata"]["tags"] = ["nbval-ignore-output"]
+        cell["outputs"].append({"output_type": "stream", "name": "stdout", "text": ["varies\n"]})
+
+    edit(en, lambda nb: plain_code_cell(nb)["metadata"].__setitem__("tags", ["nbval-ignore-output"]))
+    assert new_problems(bookcheck.check_output_parity, book, lambda: edit(ja, change_ignored)) == []
+
+
+def test_dangling_reference(book, pair):
+    en, _ = pair
+    problems = new_problems(bookcheck.check_cross_references, book,
+                            lambda: add_markdown(en, "As @fig-nowhere shows, nothing."))
+    assert mentions(problems, name(book, en), "@fig-nowhere")
+
+
+def test_duplicate_label(book, pair):
+    en, _ = pair
+    problems = new_problems(bookcheck.check_cross_references, book, lambda: add_markdown(
+        en, "## Once {#sec-twice}\n\n## Twice {#sec-twice}"))
+    assert mentions(problems, name(book, en), "sec-twice", "already defined")
+
+
+def test_japanese_reference_glued_to_text(book, pair):
+    _, ja = pair
+    problems = new_problems(bookcheck.check_cross_references, book, lambda: add_markdown(
+        ja, "## 節 {#sec-glued}\n\n@sec-gluedを参照。図は@sec-glued です。"))
+    assert mentions(problems, name(book, ja), "@sec-gluedを参照", "[-@sec-glued]")
+    assert mentions(problems, name(book, ja), "glued to the preceding")
+
+
+def test_not_references(book, pair):
+    en, _ = pair
+    text = ("Mail someone@fig-example.org; `@fig-in-code`; [-@sec-self] and [@sec-self; @sec-self].\n\n"
+            "```python\n@fig-decorator\ndef f(): ...\n```\n\n## Self {#sec-self}")
+    assert new_problems(bookcheck.check_cross_references, book, lambda: add_markdown(en, text)) == []
+
+
+def test_broken_link(book, pair):
+    en, _ = pair
+    problems = new_problems(bookcheck.check_links, book, lambda: add_markdown(
+        en, "[gone](no-such-chapter.ipynb) and ![](img/none.png)"))
+    assert mentions(problems, name(book, en), "no-such-chapter.ipynb")
+    assert mentions(problems, name(book, en), "img/none.png")
+
+
+def test_links_that_resolve(book, pair):
+    en, ja = pair
+    text = (f"[twin](../ja/{ja.name}), [html](../ja/{ja.stem}.html#top), [root](/index.qmd), "
+            "[web](https://quarto.org), [mail](mailto:a@b.c), [here](#top)")
+    assert new_problems(bookcheck.check_links, book, lambda: add_markdown(en, text)) == []
+
+
+def test_included_file_needs_root_links(book):
+    preface = book / "chapters" / "en" / "_preface.qmd"
+    problems = new_problems(bookcheck.check_links, book, lambda: preface.write_text(
+        preface.read_text(encoding="utf-8") + "\n[relative](01-anything.ipynb)\n", encoding="utf-8"))
+    assert mentions(problems, "chapters/en/_preface.qmd", "must start with /")
+
+
+def test_missing_include(book):
+    index = book / "index.qmd"
+    problems = new_problems(bookcheck.check_links, book, lambda: index.write_text(
+        index.read_text(encoding="utf-8") + "\n{{< include chapters/en/_gone.qmd >}}\n", encoding="utf-8"))
+    assert mentions(problems, "index.qmd", "_gone.qmd")
+
+
+def test_profile_lists_missing_chapter(book):
+    profile = book / "_quarto-en.yml"
+    problems = new_problems(bookcheck.check_chapter_lists, book, lambda: profile.write_text(
+        profile.read_text(encoding="utf-8") + "    - chapters/en/98-not-written.ipynb\n",
+        encoding="utf-8"))
+    assert mentions(problems, "_quarto-en.yml", "chapters/en/98-not-written.ipynb", "does not exist")
+    assert mentions(problems, "_quarto-en.yml", "_quarto-ja.yml", "98-not-written")
+
+
+def test_unlisted_chapter(book, pair):
+    en, ja = pair
+    extra = {p: p.with_name("97-unlisted.ipynb") for p in pair}
+    problems = new_problems(bookcheck.check_chapter_lists, book,
+                            lambda: [shutil.copy(p, q) for p, q in extra.items()])
+    assert mentions(problems, "chapters/en/97-unlisted.ipynb", "_quarto-en.yml")
+    assert mentions(problems, "chapters/ja/97-unlisted.ipynb", "_quarto-ja.yml")
+
+
+def test_chapter_of_other_language(book, pair):
+    en, _ = pair
+    profile = book / "_quarto-ja.yml"
+    problems = new_problems(bookcheck.check_chapter_lists, book, lambda: profile.write_text(
+        profile.read_text(encoding="utf-8") + f"    - {name(book, en)}\n", encoding="utf-8"))
+    assert mentions(problems, "_quarto-ja.yml", name(book, en), "other language")
+
+
+def test_nested_parts_and_appendices():
+    book = {"chapters": ["index.qmd", {"part": "Basics", "chapters": ["a.ipynb", {"href": "b.qmd"}]},
+                         {"part": "p.qmd", "chapters": ["c.ipynb"]}],
+            "appendices": ["errata.qmd"], "references": "refs.qmd"}
+    assert bookcheck.chapter_files(book) == ["index.qmd", "a.ipynb", "b.qmd", "p.qmd", "c.ipynb",
+                                             "refs.qmd", "errata.qmd"]
+
+
+def test_stored_error(book, pair):
+    en, _ = pair
+    error = {"output_type": "error", "ename": "ZeroDivisionError", "evalue": "division by zero",
+             "traceback": []}
+    problems = new_problems(bookcheck.check_outputs, book, lambda: edit(
+        en, lambda nb: plain_code_cell(nb)["outputs"].append(error)))
+    assert mentions(problems, name(book, en), "ZeroDivisionError")
+
+
+def test_no_outputs(book, pair):
+    _, ja = pair
+
+    def clear(nb):
+        for cell in nb["cells"]:
+            cell.get("outputs", []).clear()
+
+    problems = new_problems(bookcheck.check_outputs, book, lambda: edit(ja, clear))
+    assert mentions(problems, name(book, ja), "no stored outputs")
+
+
+def test_nbval_comment(book, pair):
+    en, _ = pair
+
+    def comment(nb):
+        cell = plain_code_cell(nb)
+        cell["source"] = "# NBVAL_SKIP\n" + "".join(cell["source"])
+
+    problems = new_problems(bookcheck.check_nbval_comments, book, lambda: edit(en, comment))
+    assert mentions(problems, name(book, en), "NBVAL_SKIP", "tag")
+
+
+@pytest.mark.parametrize("file, old, new, expected", [
+    ("_quarto.yml", "  enabled: false", "  enabled: true", "execute.enabled"),
+    ("_quarto-ja.yml", "lang: ja", "lang: en", "lang: ja"),
+    ("_quarto-ja.yml", "output-dir: _site/ja", "output-dir: _site/en", "output-dir"),
+    ("_quarto.yml", "book:\n", "book:\n  chapters: [index.qmd]\n", "book.chapters"),
+])
+def test_broken_quarto_config(book, file, old, new, expected):
+    path = book / file
+    text = path.read_text(encoding="utf-8")
+    assert old in text
+    problems = new_problems(bookcheck.check_quarto_config, book, lambda: path.write_text(
+        text.replace(old, new, 1), encoding="utf-8"))
+    assert mentions(problems, expected)
+
+
+def test_environment_lacks_package(book):
+    env = book / "environment.yml"
+    text = env.read_text(encoding="utf-8")
+    assert "  - nbval" in text
+    problems = new_problems(bookcheck.check_environment, book, lambda: env.write_text(
+        "".join(line for line in text.splitlines(keepends=True) if "nbval" not in line),
+        encoding="utf-8"))
+    assert mentions(problems, "environment.yml", "nbval")
+
+
+def test_environment_extra_package(book):
+    env = book / "environment.yml"
+    problems = new_problems(bookcheck.check_environment, book, lambda: env.write_text(
+        env.read_text(encoding="utf-8").replace("  - pip:\n", "  - scipy\n  - pip:\n"),
+        encoding="utf-8"))
+    assert mentions(problems, "environment.yml", "scipy")
+
+
+def test_package_names_compare_like_pip():
+    assert bookcheck.requirement_name("Matplotlib_Fontja>=1.0") == "matplotlib-fontja"
+    assert bookcheck.requirement_name("quarto>=1.5") == "quarto-cli"
+    assert bookcheck.requirement_name("PyYAML >=6 ; python_version>'3'") == "pyyaml"
+    assert bookcheck.requirement_name("-e .") is None
+
+
+# ---------------------------------------------------------------------------------------------
+# sync_code
+
+
+def test_sync_round_trip_keeps_translated_options(book, pair):
+    en, ja = pair
+    nb_en, nb_ja = nbformat.read(en, 4), nbformat.read(ja, 4)
+    k, cell = next((k, c) for k, c in enumerate(sync_code.code_cells(nb_en))
+                   if bookcheck.shared_code(c))
+    cell.source += "\nedited = 'in English'"
+    twin = sync_code.code_cells(nb_ja)[k]
+    twin.source = '#| fig-cap: "日本語の説明"\n' + twin.source
+    nbformat.write(nb_en, en)
+    nbformat.write(nb_ja, ja)
+    assert bookcheck.check_code_parity(book)  # out of step before the sync
+
+    report = sync_code.run(en)
+
+    synced = sync_code.code_cells(nbformat.read(ja, 4))[k]
+    assert f"code cells {k + 1}" in report
+    assert "edited = 'in English'" in synced.source
+    assert '#| fig-cap: "日本語の説明"' in synced.source
+    assert not synced.outputs
+    assert bookcheck.check_code_parity(book) == []
+    assert 'LANG = "ja"' in "".join(c.source for c in sync_code.code_cells(nbformat.read(ja, 4)))
+
+
+def test_sync_refuses_misaligned_cells(book, pair):
+    en, ja = pair
+    nb = nbformat.read(en, 4)
+    nb.cells.append(nbformat.v4.new_code_cell("print('new in English')"))
+    nbformat.write(nb, en)
+    with pytest.raises(sync_code.SyncError, match="new in English"):
+        sync_code.run(en)
+
+
+def test_sync_new_creates_twin(book):
+    en = book / "chapters" / "en" / "96-new.ipynb"
+    nbformat.write(synthetic_notebook("en"), en)
+    assert sync_code.main([str(en), "--new"]) == 0
+    ja = bookcheck.twin_path(book, en)
+    twin = nbformat.read(ja, 4)
+    assert not any(c.outputs for c in sync_code.code_cells(twin))
+    assert bookcheck.lang_lines(read(ja)) == [(1, "ja")]
+    assert sync_code.main([str(en), "--new"]) == 1  # never overwrites a twin
+
+
+# ---------------------------------------------------------------------------------------------
+# execute_notebooks
+
+
+def test_execute_in_place(tmp_path):
+    folder = tmp_path / "chapter"
+    folder.mkdir()
+    path = folder / "demo.ipynb"
+    cell = new_code_cell("import os\nprint(os.path.basename(os.getcwd()))",
+                         metadata={"tags": ["nbval-ignore-output"]})
+    nbformat.write(new_notebook(cells=[cell]), path)
+
+    execute_notebooks.execute(path, timeout=60)  # starts a real kernel, the one slow test here
+
+    done = nbformat.read(path, 4).cells[0]
+    assert done.outputs[0]["text"] == "chapter\n"  # ran in the notebook's folder
+    assert done.metadata == {"tags": ["nbval-ignore-output"]}  # tags kept, no timing metadata
+
+
+def test_execute_stops_on_failing_cell(tmp_path, monkeypatch):
+    class FailingClient:
+        """Stands in for nbclient's client: the second cell raises, as a real kernel would report."""
+
+        def __init__(self, nb, on_cell_start, **kwargs):
+            self.nb, self.on_cell_start = nb, on_cell_start
+
+        def execute(self):
+            self.on_cell_start(cell=self.nb.cells[1], cell_index=1)
+            raise execute_notebooks.CellExecutionError("Traceback ...", "ZeroDivisionError",
+                                                       "division by zero")
+
+    path = tmp_path / "demo.ipynb"
+    nbformat.write(new_notebook(cells=[new_code_cell("x = 1"), new_code_cell("1 / 0")]), path)
+    before = path.read_bytes()
+    monkeypatch.setattr(execute_notebooks, "NotebookClient", FailingClient)
+    with pytest.raises(execute_notebooks.ExecutionFailed, match="(?s)demo.ipynb: cell 2 failed"):
+        execute_notebooks.execute(path)
+    assert path.read_bytes() == before  # a failed notebook is left as it was
+    assert execute_notebooks.main([str(path)]) == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Site assets that run outside Python, when their runtimes are installed
+
+
+@pytest.mark.skipif(shutil.which("pandoc") is None, reason="pandoc is not installed")
+def test_east_asian_line_break_filter():
+    text = "日本語の文です。\n次の文です。\nEnglish\n続き。\n\n- 項目の\n  続き\n"
+    run = lambda *args: subprocess.run(["pandoc", "-t", "html", *args], input=text, text=True,
+                                       capture_output=True, check=True).stdout
+    filtered = run("--lua-filter", str(ROOT / "site" / "east-asian-line-breaks.lua"))
+    assert "文です。次の文です。 English 続き。" in filtered.replace("\n", " ")
+    assert filtered == run("-f", "markdown+east_asian_line_breaks")
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+def test_language_switch_targets():
+    html = (ROOT / "site" / "lang-switch.html").read_text(encoding="utf-8")
+    script = html.split("<script>")[1].split("</script>")[0]
+    twin = script[script.index("function twin"):script.index("function switchLink")]
+    cases = {
+        "/repo/en/": ["en", "/repo/ja/"],
+        "/repo/ja/index.html": ["ja", "/repo/en/index.html"],
+        "/repo/en/chapters/en/01-positional-encoding.html":
+            ["en", "/repo/ja/chapters/ja/01-positional-encoding.html"],
+        "/home/me/book/_site/ja/chapters/ja/02-x.html": ["ja", "/home/me/book/_site/en/chapters/en/02-x.html"],
+        "/repo/": None,
+    }
+    program = ('var LANGS = {en: "English", ja: "日本語"};\n' + twin
+               + f"console.log(JSON.stringify({json.dumps(list(cases))}.map(twin)));")
+    out = subprocess.run(["node", "-e", program], text=True, capture_output=True, check=True).stdout
+    assert json.loads(out) == list(cases.values())

@@ -195,6 +195,22 @@ def test_different_stored_output(book, pair):
     assert mentions(problems, name(book, ja), "only in Japanese")
 
 
+def test_stream_split_may_differ(book, pair):
+    en, ja = pair
+
+    def split(nb):
+        cell = plain_code_cell(nb)
+        cell["outputs"] = [{"output_type": "stream", "name": "stdout", "text": ["one\ntwo\n"]}]
+
+    def split_differently(nb):
+        cell = plain_code_cell(nb)
+        cell["outputs"] = [{"output_type": "stream", "name": "stdout", "text": ["one\n"]},
+                           {"output_type": "stream", "name": "stdout", "text": ["two\n"]}]
+
+    edit(en, split)
+    assert new_problems(bookcheck.check_output_parity, book, lambda: edit(ja, split_differently)) == []
+
+
 def test_ignored_output_may_differ(book, pair):
     en, ja = pair
 

@@ -250,12 +250,20 @@ def check_code_parity(root: Path) -> list[str]:
 
 
 def text_outputs(cell: dict) -> list[tuple[str, str]]:
-    """The outputs nbval compares as text: streams and text/plain results."""
-    texts = []
+    """The outputs nbval compares as text: streams and text/plain results.
+
+    Consecutive writes to one stream are joined, as nbval does: how the kernel splits a cell's
+    stdout into messages depends on timing, not on the code.
+    """
+    texts: list[tuple[str, str]] = []
     for out in cell.get("outputs", []):
         kind = out.get("output_type")
         if kind == "stream":
-            texts.append((f"stream {out.get('name')}", "".join(out.get("text", ""))))
+            stream, text = f"stream {out.get('name')}", "".join(out.get("text", ""))
+            if texts and texts[-1][0] == stream:
+                texts[-1] = (stream, texts[-1][1] + text)
+            else:
+                texts.append((stream, text))
         elif kind in ("execute_result", "display_data") and "text/plain" in out.get("data", {}):
             texts.append(("text/plain", "".join(out["data"]["text/plain"])))
     return texts

@@ -199,6 +199,11 @@ def shared_code(cell: dict) -> list[tuple[int, str]]:
             if not OPTION_LINE.match(line) and not LANG_LINE.match(line)]
 
 
+def shared_texts(cells: Iterable[dict]) -> list[str]:
+    """The shared code of each cell as one string, for aligning two lists of cells."""
+    return ["\n".join(line for _, line in shared_code(cell)) for cell in cells]
+
+
 def describe_cell_difference(a: list[str], b: list[str]) -> str:
     """Which code cells were inserted, deleted or replaced going from `a` to `b` (1-based)."""
     parts = []
@@ -228,9 +233,9 @@ def check_code_parity(root: Path) -> list[str]:
         a, b = code_cells(read_notebook(path)), code_cells(read_notebook(twin))
         name, twin_name = rel(root, path), rel(root, twin)
         if len(a) != len(b):
-            text = lambda cells: ["\n".join(line for _, line in shared_code(c)) for _, c in cells]
-            problems.append(f"{name} has {len(a)} code cells, {twin_name} has {len(b)}: "
-                            + describe_cell_difference(text(a), text(b)))
+            difference = describe_cell_difference(shared_texts(c for _, c in a),
+                                                  shared_texts(c for _, c in b))
+            problems.append(f"{name} has {len(a)} code cells, {twin_name} has {len(b)}: {difference}")
             continue
         for k, ((i, cell), (j, twin_cell)) in enumerate(zip(a, b)):
             here = f"code cell {k + 1} (cell {i + 1} in {name}, cell {j + 1} in {twin_name})"

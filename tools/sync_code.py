@@ -24,7 +24,7 @@ from pathlib import Path
 import nbformat
 
 from tools.bookcheck import (CHAPTERS, LANG_LINE, OPTION_LINE, describe_cell_difference, language_of,
-                             shared_code, twin_path)
+                             shared_texts, twin_path)
 
 OPTION_KEY = re.compile(r"^\s*#\|\s?(?P<key>[A-Za-z0-9_-]+)\s*:")
 
@@ -94,11 +94,10 @@ def sync(source: nbformat.NotebookNode, twin: nbformat.NotebookNode, twin_lang: 
     """Copy code and tags from `source` into `twin` in place; return the changed code cells (1-based)."""
     a, b = code_cells(source), code_cells(twin)
     if len(a) != len(b):
-        text = lambda cells: ["\n".join(line for _, line in shared_code(c)) for c in cells]
         raise SyncError(
             f"the source has {len(a)} code cells and the twin {len(b)}: "
-            f"{describe_cell_difference(text(a), text(b))}. Add or delete code cells in the twin "
-            "so they line up (an empty code cell is enough, this tool fills it in), then run again.")
+            f"{describe_cell_difference(shared_texts(a), shared_texts(b))}. Add or delete code cells "
+            "in the twin so they line up (an empty code cell is enough, this tool fills it in), then run again.")
     lang_line = twin_lang_line(twin, twin_lang)
     return [k + 1 for k, (x, y) in enumerate(zip(a, b)) if merge_cell(x, y, lang_line)]
 

@@ -135,10 +135,13 @@ def run(path: Path, new: bool = False, root: Path | None = None) -> str:
     if not target.exists():
         raise SyncError(f"{shown} does not exist; use --new to create it")
     twin = nbformat.read(target, as_version=4)
+    before = nbformat.writes(twin)
     changed = sync(source, twin, twin_lang)
+    if nbformat.writes(twin) == before:
+        return f"{shown} already has the same code and tags"
     nbformat.write(twin, target)
     if not changed:
-        return f"{shown} already has the same code"
+        return f"updated the tags of {shown}"
     cells = ", ".join(map(str, changed))
     return f"updated code cells {cells} of {shown}; their outputs were cleared, re-execute it"
 

@@ -1,4 +1,4 @@
-"""Chapter 2: scaled dot-product attention.
+"""Chapter 2: scaled dot-product attention, and the single-head self-attention module.
 
 ``softmax(Q K^T / sqrt(d) + bias)`` restricted to the keys a mask allows, applied to ``V``.
 Single sequences, rows as tokens; ``jax.vmap`` adds batch and head axes.
@@ -6,10 +6,11 @@ Single sequences, rows as tokens; ``jax.vmap`` adds batch and head axes.
 
 from __future__ import annotations
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from . import _checks
+from . import _checks, masking
 
 
 def attention_scores(q: jnp.ndarray, k: jnp.ndarray) -> jnp.ndarray:
@@ -89,3 +90,49 @@ def scaled_dot_product_attention(
             )
     weights = masked_softmax(scores, mask)
     return weights @ v, weights
+
+
+class SelfAttention(eqx.Module):
+    """Single-head self-attention, the model of chapters 2 and 3 (and of source articles 000/003).
+
+    ``Q = X W_q + b_q``, ``K = X W_k + b_k``, ``V = X W_v + b_v`` with rows as tokens, then
+    :func:`scaled_dot_product_attention`. With ``causal=True`` token ``t`` sees tokens ``0..t``
+    only, so the last row of the output has seen the whole sequence. Parameters:
+    ``(d_in + 1) * (2 * d_attn + d_out)``.
+    """
+
+    w_q: jax.Array
+    b_q: jax.Array
+    w_k: jax.Array
+    b_k: jax.Array
+    w_v: jax.Array
+    b_v: jax.Array
+    causal: bool = eqx.field(static=True)
+
+    def __init__(self, d_in: int, d_attn: int, d_out: int, *, causal: bool = True, key: jax.Array):
+        d_in = _checks.positive_int("d_in", d_in)
+        d_attn = _checks.positive_int("d_attn", d_attn)
+        d_out = _checks.positive_int("d_out", d_out)
+        keys = jax.random.split(key, 6)
+        # Uniform(-1/sqrt(d_in), 1/sqrt(d_in)), the default of eqx.nn.Linear: unit-scale outputs.
+        init = lambda k, shape: jax.random.uniform(k, shape, minval=-1.0, maxval=1.0) / jnp.sqrt(d_in)
+        self.w_q, self.b_q = init(keys[0], (d_in, d_attn)), init(keys[1], (d_attn,))
+        self.w_k, self.b_k = init(keys[2], (d_in, d_attn)), init(keys[3], (d_attn,))
+        self.w_v, self.b_v = init(keys[4], (d_in, d_out)), init(keys[5], (d_out,))
+        self.causal = causal
+
+    def __call__(self, x: jax.Array, mask: jax.Array | None = None) -> tuple[jax.Array, jax.Array]:
+        """``x`` of shape ``(T, d_in)`` -> ``(out (T, d_out), weights (T, T))``.
+
+        ``mask`` (boolean ``(T, T)``) is combined with the causal mask when ``causal`` is set.
+        """
+        _checks.ndim("x", x, 2, "(T, d_in)")
+        if x.shape[1] != self.w_q.shape[0]:
+            raise ValueError(f"x must have d_in={self.w_q.shape[0]} features, got shape {x.shape}")
+        if self.causal:
+            causal = masking.causal_mask(x.shape[0])
+            mask = causal if mask is None else mask & causal
+        q = x @ self.w_q + self.b_q
+        k = x @ self.w_k + self.b_k
+        v = x @ self.w_v + self.b_v
+        return scaled_dot_product_attention(q, k, v, mask=mask)

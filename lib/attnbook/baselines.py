@@ -1,0 +1,36 @@
+"""Chapter 2: the linear baseline attention is measured against.
+
+Multinomial logistic regression on the flattened sequence: one weight per (day, feature, class).
+Its parameter count grows with the sequence length; attention's does not.
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+from . import _checks
+
+
+class LinearClassifier(eqx.Module):
+    """``logits = flatten(x) @ W + b`` for ``x`` of shape ``(T, d_in)``; ``(T * d_in + 1) * classes`` parameters."""
+
+    weight: jax.Array
+    bias: jax.Array
+
+    def __init__(self, length: int, d_in: int, num_classes: int, *, key: jax.Array):
+        length = _checks.positive_int("length", length)
+        d_in = _checks.positive_int("d_in", d_in)
+        num_classes = _checks.positive_int("num_classes", num_classes)
+        fan_in = length * d_in
+        w_key, b_key = jax.random.split(key)
+        init = lambda k, shape: jax.random.uniform(k, shape, minval=-1.0, maxval=1.0) / jnp.sqrt(fan_in)
+        self.weight = init(w_key, (fan_in, num_classes))
+        self.bias = init(b_key, (num_classes,))
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        """``x`` of shape ``(T, d_in)`` -> logits of shape ``(num_classes,)``."""
+        if x.size != self.weight.shape[0]:
+            raise ValueError(f"x must have T * d_in = {self.weight.shape[0]} entries, got shape {x.shape}")
+        return x.reshape(-1) @ self.weight + self.bias

@@ -1,0 +1,97 @@
+"""attnbook.train.fit, the models of chapter 2, and their argument checks."""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+from attnbook import data, masking, train
+from attnbook.attention import SelfAttention, scaled_dot_product_attention
+from attnbook.baselines import LinearClassifier
+
+
+def last_position(model, x):
+    return model(x)[0][-1]
+
+
+def test_minibatch_indices_cover_each_epoch_once():
+    idx = np.asarray(train.minibatch_indices(jax.random.key(0), 250, 100, steps=5))
+    assert idx.shape == (5, 100)
+    for epoch in (idx[:2].ravel(), idx[2:4].ravel()):  # 2 full batches per epoch, 50 dropped
+        assert len(set(epoch.tolist())) == 200
+
+
+def test_fit_reaches_bayes_accuracy_on_markov():
+    rng = np.random.default_rng(0)
+    x, y = data.markov(1000, rng)
+    x_test, y_test = data.markov(20_000, rng)
+    model = SelfAttention(4, 6, 3, key=jax.random.key(0))
+    loss = train.classification_loss(last_position)
+    model, history = train.fit(model, loss, (data.features(x), y), optimizer=optax.adam(1e-2), steps=500,
+                               batch_size=100, key=jax.random.key(1),
+                               test_data=(data.features(x_test[:1000]), y_test[:1000]))
+    assert history.train_loss.shape == (500,) and history.test_loss.shape == (500,)
+    assert np.isfinite(history.test_loss).all()
+    assert history.test_loss[-1] < history.test_loss[0] - 0.05
+    acc = train.accuracy(last_position, model, data.features(x_test), y_test)
+    assert abs(acc - data.markov_bayes_accuracy().value) < 0.02
+
+
+def test_fit_matches_a_hand_written_loop():
+    """Same batches, same optimizer: fit's scan equals a Python loop of optax steps."""
+    rng = np.random.default_rng(1)
+    x, y = data.markov(300, rng)
+    xs, ys = jnp.asarray(data.features(x)), jnp.asarray(y)
+    model = LinearClassifier(10, 4, 3, key=jax.random.key(2))
+    loss = train.classification_loss(lambda m, x: m(x))
+    opt = optax.sgd(0.1)
+    fitted, history = train.fit(model, loss, (xs, ys), optimizer=opt, steps=7, batch_size=64, key=jax.random.key(3))
+    batches = train.minibatch_indices(jax.random.key(3), 300, 64, 7)
+    state = opt.init(model)
+    for s, idx in enumerate(batches):
+        value, grads = eqx.filter_value_and_grad(loss)(model, xs[idx], ys[idx])
+        np.testing.assert_allclose(value, history.train_loss[s], rtol=1e-5)
+        updates, state = opt.update(grads, state)
+        model = eqx.apply_updates(model, updates)
+    np.testing.assert_allclose(fitted.weight, model.weight, atol=1e-6)
+    assert history.test_loss is None
+
+
+def test_self_attention_is_causal_scaled_dot_product_attention():
+    model = SelfAttention(4, 6, 3, key=jax.random.key(4))
+    x = jnp.asarray(np.random.default_rng(2).normal(size=(5, 4)), dtype=jnp.float32)
+    out, weights = model(x)
+    q, k, v = x @ model.w_q + model.b_q, x @ model.w_k + model.b_k, x @ model.w_v + model.b_v
+    ref_out, ref_weights = scaled_dot_product_attention(q, k, v, mask=masking.causal_mask(5))
+    np.testing.assert_allclose(out, ref_out, atol=1e-6)
+    np.testing.assert_allclose(weights, ref_weights, atol=1e-6)
+    n_params = sum(a.size for a in jax.tree.leaves(eqx.filter(model, eqx.is_array)))
+    assert n_params == (4 + 1) * (2 * 6 + 3) == 75
+    linear = LinearClassifier(10, 4, 3, key=jax.random.key(5))
+    assert sum(a.size for a in jax.tree.leaves(linear)) == (4 * 10 + 1) * 3 == 123
+
+
+@pytest.mark.parametrize(
+    "call, names",
+    [
+        (lambda: train.fit(LinearClassifier(10, 4, 3, key=jax.random.key(0)), lambda m, x, y: 0.0,
+                           (np.zeros((50, 10, 4)), np.zeros(50, int)), optimizer=optax.adam(1e-2), steps=5,
+                           batch_size=100, key=jax.random.key(0)), ["batch_size", "N=50", "100"]),
+        (lambda: train.fit(LinearClassifier(10, 4, 3, key=jax.random.key(0)), lambda m, x, y: 0.0,
+                           (np.zeros((50, 10, 4)), np.zeros(40, int)), optimizer=optax.adam(1e-2), steps=5,
+                           batch_size=10, key=jax.random.key(0)), ["train_data", "[40, 50]"]),
+        (lambda: train.fit(LinearClassifier(10, 4, 3, key=jax.random.key(0)), lambda m, x, y: 0.0,
+                           (np.zeros((50, 10, 4)),), optimizer=optax.adam(1e-2), steps=0,
+                           batch_size=10, key=jax.random.key(0)), ["steps", "0"]),
+        (lambda: SelfAttention(4, 0, 3, key=jax.random.key(0)), ["d_attn", "0"]),
+        (lambda: SelfAttention(4, 6, 3, key=jax.random.key(0))(jnp.ones((5, 3))), ["d_in=4", "(5, 3)"]),
+        (lambda: LinearClassifier(10, 4, 3, key=jax.random.key(0))(jnp.ones((9, 4))), ["40", "(9, 4)"]),
+    ],
+)
+def test_bad_arguments(call, names):
+    with pytest.raises(ValueError) as info:
+        call()
+    for name in names:
+        assert name in str(info.value)

@@ -22,7 +22,7 @@ from tools import bookcheck, execute_notebooks, sync_code
 
 ROOT = Path(__file__).resolve().parent.parent
 BOOK_FILES = ("_quarto.yml", "_quarto-en.yml", "_quarto-ja.yml", "index.qmd", "pyproject.toml",
-              "environment.yml")
+              "environment.yml", "references.bib")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -250,6 +250,18 @@ def test_not_references(book, pair):
     text = ("Mail someone@fig-example.org; `@fig-in-code`; [-@sec-self] and [@sec-self; @sec-self].\n\n"
             "```python\n@fig-decorator\ndef f(): ...\n```\n\n## Self {#sec-self}")
     assert new_problems(bookcheck.check_cross_references, book, lambda: add_markdown(en, text)) == []
+
+
+def test_unknown_citation(book, pair):
+    _, ja = pair
+    problems = new_problems(bookcheck.check_citations, book, lambda: add_markdown(
+        ja, "Transformer [@nobody1999] の論文。"))
+    assert mentions(problems, name(book, ja), "@nobody1999", "references.bib")
+
+
+def test_missing_bibliography(book):
+    problems = new_problems(bookcheck.check_citations, book, (book / "references.bib").unlink)
+    assert mentions(problems, "references.bib", "does not exist")
 
 
 def test_broken_link(book, pair):

@@ -42,8 +42,10 @@ OPTION_LINE = re.compile(r"^\s*#\|")
 LABEL_OPTION = re.compile(r"""^\s*#\|\s*label:\s*["']?(?P<label>[A-Za-z0-9_:.-]+)["']?\s*$""")
 NBVAL_COMMENT = re.compile(r"#\s*NBVAL_", re.IGNORECASE)
 XREF_KINDS = ("fig", "sec", "tbl", "eq")
-# Pandoc reads a citation key as alphanumerics (any script) with internal punctuation.
-XREF = re.compile(r"@(?P<key>(?:%s)-[\w:.#$%%&+?<>~/-]*)" % "|".join(XREF_KINDS))
+# Pandoc reads a citation key (cross-references are citations too) as alphanumerics of any
+# script with internal punctuation.
+AT_KEY = re.compile(r"@(?P<key>[A-Za-z0-9_][\w:.#$%&+?<>~/-]*)")
+BIBTEX_KEY = re.compile(r"^\s*@\w+\s*\{\s*(?P<key>[^,\s]+)\s*,", re.MULTILINE)
 KEY_TRAILING_PUNCTUATION = ":.#$%&+?<>~/-"
 ATTRIBUTE_LABEL = re.compile(r"\{[^{}\n]*?#(?P<label>(?:%s)-[A-Za-z0-9_:.-]+)" % "|".join(XREF_KINDS))
 LINK = re.compile(r"!?\[(?:[^\[\]]|\[[^\[\]]*\])*\]\(\s*<?(?P<target>[^\s)>]+)>?(?:\s+[\"'(][^)]*)?\)")
@@ -337,16 +339,20 @@ def labels(path: Path) -> list[tuple[str, str]]:
     return found
 
 
-def references(path: Path) -> Iterator[tuple[str, str, str | None]]:
-    """(where, key, complaint) for each ``@fig-``/``@sec-``/``@tbl-``/``@eq-`` reference.
+def is_xref(key: str) -> bool:
+    return key.startswith(tuple(k + "-" for k in XREF_KINDS))
 
-    `complaint` is set when Pandoc would not read the text as the reference the author meant:
-    glued to a preceding letter (Pandoc leaves it as text) or followed by a letter, as happens in
-    Japanese without a space (Pandoc reads ``@fig-aの`` as the key ``fig-aの``).
+
+def citations(path: Path) -> Iterator[tuple[str, str, str | None]]:
+    """(where, key, complaint) for each ``@key`` Pandoc would read: cross-references and citations.
+
+    `complaint` is set when Pandoc would not read the text as the key the author meant: glued to
+    a preceding letter (Pandoc leaves it as text) or followed by a letter, as happens in Japanese
+    without a space (Pandoc reads ``@fig-aの`` as the key ``fig-aの``).
     """
     texts = markdown_texts(path) + [(where, line.split(":", 1)[-1]) for where, line in option_lines(path)]
     for where, text in texts:
-        for m in XREF.finditer(text):
+        for m in AT_KEY.finditer(text):
             before = text[m.start() - 1] if m.start() else " "
             key = m.group("key").rstrip(KEY_TRAILING_PUNCTUATION)
             if before.isascii() and (before.isalnum() or before in "_.@/"):
@@ -360,6 +366,11 @@ def references(path: Path) -> Iterator[tuple[str, str, str | None]]:
                                    f"@{ascii_key} or write [-@{ascii_key}]")
             else:
                 yield where, key, None
+
+
+def references(path: Path) -> Iterator[tuple[str, str, str | None]]:
+    """(where, key, complaint) of each ``@fig-``/``@sec-``/``@tbl-``/``@eq-`` reference."""
+    return ((where, key, c) for where, key, c in citations(path) if is_xref(key))
 
 
 def check_cross_references(root: Path) -> list[str]:
@@ -379,6 +390,34 @@ def check_cross_references(root: Path) -> list[str]:
                 problems.append(f"{at(name, where)}: {complaint}")
             elif key not in seen:
                 problems.append(f"{at(name, where)}: @{key} has no matching label in {name}")
+    return problems
+
+
+def bibliographies(root: Path) -> list[Path]:
+    """The bibliography files _quarto.yml names."""
+    config = root / "_quarto.yml"
+    files = load_yaml(config).get("bibliography") if config.exists() else None
+    return [root / f for f in ([files] if isinstance(files, str) else files or [])]
+
+
+def check_citations(root: Path) -> list[str]:
+    """Every citation names an entry of a bibliography that _quarto.yml declares and that exists."""
+    problems, keys = [], set()
+    for path in bibliographies(root):
+        if path.exists():
+            keys |= set(BIBTEX_KEY.findall(path.read_text(encoding="utf-8")))
+        else:
+            problems.append(f"_quarto.yml names the bibliography {rel(root, path)}, which does not exist")
+    for path in documents(root):
+        for where, key, complaint in citations(path):
+            if is_xref(key):
+                continue  # check_cross_references
+            if complaint:
+                problems.append(f"{at(rel(root, path), where)}: {complaint}")
+            elif key not in keys:
+                where_to = ", ".join(rel(root, b) for b in bibliographies(root)) or \
+                    "a bibliography (none is declared in _quarto.yml)"
+                problems.append(f"{at(rel(root, path), where)}: citation @{key} is not in {where_to}")
     return problems
 
 
@@ -595,6 +634,7 @@ CHECKS: tuple[Callable[[Path], list[str]], ...] = (
     check_outputs,
     check_nbval_comments,
     check_cross_references,
+    check_citations,
     check_links,
     check_environment,
 )

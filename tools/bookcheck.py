@@ -2,8 +2,8 @@
 
 Quarto cannot run where the book is tested, so everything it would complain about (and a few
 things it would silently get wrong) is checked here instead: twins in both languages, identical
-code, identical stored outputs, cross-references, relative links, chapter lists, stored outputs,
-the Quarto profiles and environment.yml.
+code, identical stored outputs, cross-references, citations, relative links, chapter lists,
+stored outputs, the Quarto profiles and environment.yml.
 
 Every check is a function ``check_*(root) -> list[str]`` over the repository root, returning
 human-readable problems (an empty list means the check passed), so tests can run each one on the

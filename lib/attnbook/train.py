@@ -57,7 +57,7 @@ def fit(
     """Train ``model`` for ``steps`` minibatch steps and return it with its loss history.
 
     Args:
-        model: any Equinox module; its array leaves are trained, everything else is kept.
+        model: any Equinox module; its floating-point array leaves are trained, everything else is kept.
         loss_fn: ``loss_fn(model, *batch) -> scalar``, e.g. from :func:`classification_loss`.
         train_data: a tuple of arrays with the same leading size ``N`` (inputs, targets, ...).
         optimizer: an Optax transformation, e.g. ``optax.adam(1e-2)``.
@@ -76,7 +76,8 @@ def fit(
         raise ValueError(f"batch_size must be at most the number of examples N={num_examples}, got {batch_size}")
     train_data = tuple(jnp.asarray(a) for a in train_data)
     test_data = None if test_data is None else tuple(jnp.asarray(a) for a in test_data)
-    params, static = eqx.partition(model, eqx.is_array)
+    # Only floating-point leaves are trained; integer and boolean arrays (masks, indices) ride along.
+    params, static = eqx.partition(model, eqx.is_inexact_array)
     params, train_loss, test_loss = _run(
         params, static, loss_fn, optimizer, train_data, test_data,
         minibatch_indices(key, num_examples, batch_size, steps),

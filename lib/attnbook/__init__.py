@@ -3,8 +3,12 @@
 One module per concept, in chapter order:
 
 - :mod:`attnbook.positional`: sinusoidal encoding, its rotation property, RoPE, ALiBi (ch. 1)
-- :mod:`attnbook.attention`: scaled dot-product attention (ch. 2)
+- :mod:`attnbook.attention`: scaled dot-product attention, single-head self-attention (ch. 2)
+- :mod:`attnbook.baselines`: the linear model attention is compared with (ch. 2)
+- :mod:`attnbook.data`: the weather processes and their Bayes-optimal accuracies (ch. 2-3)
+- :mod:`attnbook.train`: ``fit``, the one training loop of the book (ch. 2 onwards)
 - :mod:`attnbook.masking`: causal and padding masks (ch. 3)
+- :mod:`attnbook.sampling`: autoregressive sampling (ch. 3)
 - :mod:`attnbook.plotting`: fonts, labels and heat-maps in the page's language
 """
 

@@ -9,6 +9,7 @@ One module per concept, in chapter order:
 - :mod:`attnbook.train`: ``fit``, the one training loop of the book (ch. 2 onwards)
 - :mod:`attnbook.masking`: causal and padding masks (ch. 3)
 - :mod:`attnbook.sampling`: autoregressive sampling (ch. 3)
+- :mod:`attnbook.mha`: multi-head attention in the Keras weight layout, per-position key bias (ch. 4)
 - :mod:`attnbook.plotting`: fonts, labels and heat-maps in the page's language
 """
 

@@ -1,0 +1,195 @@
+"""Chapter 4: multi-head attention, with its weights laid out as Keras lays them out.
+
+Rows are tokens. For head ``h``, with ``X_q`` of shape ``(Tq, d_model)`` and ``X_k``, ``X_v`` of
+shape ``(Tk, d_model)``::
+
+    Q_h = X_q W_q[:, h] + b_q[h]        (Tq, key_dim)
+    K_h = X_k W_k[:, h] + b_k[h]        (Tk, key_dim)
+    V_h = X_v W_v[:, h] + b_v[h]        (Tk, value_dim)
+    A_h = softmax(Q_h K_h^T / sqrt(key_dim))            (Tq, Tk), masked entries excluded
+    out = sum_h A_h V_h W_o[h] + b_o                    (Tq, d_out)
+
+The sum over heads in the last line is the same as concatenating the heads' outputs and
+multiplying by one ``(heads * value_dim, d_out)`` matrix, as the Transformer paper writes it.
+Weights: ``w_q, w_k (d_model, heads, key_dim)``, ``b_q, b_k (heads, key_dim)``,
+``w_v (d_model, heads, value_dim)``, ``b_v (heads, value_dim)``, ``w_o (heads, value_dim, d_out)``,
+``b_o (d_out,)``: the shapes ``tf.keras.layers.MultiHeadAttention`` reports.
+
+With ``key_bias_positions=T`` the key bias has shape ``(heads, T, key_dim)``, one vector per head
+and key position, as in the custom Keras layer of source article 004: a learned position
+embedding added to the keys only. Keys of such a layer must have length ``T``.
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import _checks
+from .attention import masked_softmax
+
+
+def _glorot(key: jax.Array, shape: tuple[int, ...], fan_in: int, fan_out: int) -> jax.Array:
+    """Uniform in ``±sqrt(6 / (fan_in + fan_out))`` (Glorot), the kind of initialiser Keras uses."""
+    limit = np.sqrt(6.0 / (fan_in + fan_out))
+    return jax.random.uniform(key, shape, minval=-limit, maxval=limit)
+
+
+class MultiHeadAttention(eqx.Module):
+    """Multi-head attention, all heads at once (no loop over heads); weights in the Keras layout.
+
+    The projections are ``einsum`` contractions with the Keras-shaped kernels, as in Keras. The
+    scores and the weighted sum of values are formed by broadcasting, which holds a
+    ``(Tq, Tk, heads, key_dim)`` array: meant for the short sequences of this book (chapter 6
+    measures attention at scale with ``jax.nn.dot_product_attention``).
+
+    Args:
+        d_model: features per input token (the last axis of query, key and value).
+        num_heads: number of heads.
+        key_dim: size of each head's queries and keys.
+        value_dim: size of each head's values; defaults to ``key_dim`` (as in Keras).
+        d_out: features per output token; defaults to ``d_model`` (as in Keras).
+        key_bias_positions: if given (an integer ``T``), the key bias is ``(heads, T, key_dim)``,
+            one learned vector per head and key position, instead of ``(heads, key_dim)``.
+        key: PRNG key for the initial weights.
+
+    Kernels start Glorot-uniform (fans of the ``(d_model, heads * key_dim)`` and
+    ``(heads * value_dim, d_out)`` matrices they reshape to) and biases at zero.
+    Parameters: ``2 * (d_model + 1) * heads * key_dim + (d_model + 1) * heads * value_dim
+    + (heads * value_dim + 1) * d_out``, plus ``(T - 1) * heads * key_dim`` with the per-position key bias.
+    """
+
+    w_q: jax.Array
+    b_q: jax.Array
+    w_k: jax.Array
+    b_k: jax.Array
+    w_v: jax.Array
+    b_v: jax.Array
+    w_o: jax.Array
+    b_o: jax.Array
+
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int,
+        key_dim: int,
+        *,
+        value_dim: int | None = None,
+        d_out: int | None = None,
+        key_bias_positions: int | None = None,
+        key: jax.Array,
+    ):
+        d_model = _checks.positive_int("d_model", d_model)
+        heads = _checks.positive_int("num_heads", num_heads)
+        key_dim = _checks.positive_int("key_dim", key_dim)
+        value_dim = key_dim if value_dim is None else _checks.positive_int("value_dim", value_dim)
+        d_out = d_model if d_out is None else _checks.positive_int("d_out", d_out)
+        kq, kk, kv, ko = jax.random.split(key, 4)
+        self.w_q = _glorot(kq, (d_model, heads, key_dim), d_model, heads * key_dim)
+        self.w_k = _glorot(kk, (d_model, heads, key_dim), d_model, heads * key_dim)
+        self.w_v = _glorot(kv, (d_model, heads, value_dim), d_model, heads * value_dim)
+        self.w_o = _glorot(ko, (heads, value_dim, d_out), heads * value_dim, d_out)
+        self.b_q = jnp.zeros((heads, key_dim))
+        if key_bias_positions is None:
+            self.b_k = jnp.zeros((heads, key_dim))
+        else:
+            positions = _checks.positive_int("key_bias_positions", key_bias_positions)
+            self.b_k = jnp.zeros((heads, positions, key_dim))
+        self.b_v = jnp.zeros((heads, value_dim))
+        self.b_o = jnp.zeros((d_out,))
+
+    @property
+    def d_model(self) -> int:
+        return self.w_q.shape[0]
+
+    @property
+    def num_heads(self) -> int:
+        return self.w_q.shape[1]
+
+    @property
+    def key_dim(self) -> int:
+        return self.w_q.shape[2]
+
+    @property
+    def value_dim(self) -> int:
+        return self.w_v.shape[2]
+
+    @property
+    def d_out(self) -> int:
+        return self.w_o.shape[2]
+
+    @property
+    def key_bias_positions(self) -> int | None:
+        """``T`` for the per-position key bias of source 004, ``None`` for the standard layer."""
+        return self.b_k.shape[1] if self.b_k.ndim == 3 else None
+
+    def __call__(
+        self,
+        query: jax.Array,
+        key: jax.Array,
+        value: jax.Array,
+        mask: jax.Array | None = None,
+    ) -> tuple[jax.Array, jax.Array]:
+        """Attend from ``query (Tq, d_model)`` to ``key``, ``value (Tk, d_model)``.
+
+        ``mask`` is boolean, True where a query may attend to a key: ``(Tq, Tk)`` for every head
+        or ``(heads, Tq, Tk)`` per head. A query that sees no key in a head gets zero weights
+        there (and that head contributes nothing to it); a query that sees no key in any head
+        gets a zero output, as everywhere in the book.
+
+        Returns ``(out (Tq, d_out), weights (heads, Tq, Tk))``.
+        """
+        for name, x, axes in (("query", query, "(Tq, d_model)"), ("key", key, "(Tk, d_model)"),
+                              ("value", value, "(Tk, d_model)")):
+            _checks.ndim(name, x, 2, axes)
+            if x.shape[1] != self.d_model:
+                raise ValueError(
+                    f"{name} must have d_model={self.d_model} features, shape {axes}, got shape {tuple(x.shape)}"
+                )
+        if key.shape[0] != value.shape[0]:
+            raise ValueError(
+                f"key and value must have the same length Tk, got key {tuple(key.shape)} and value {tuple(value.shape)}"
+            )
+        tq, tk = query.shape[0], key.shape[0]
+        positions = self.key_bias_positions
+        if positions is not None and tk != positions:
+            raise ValueError(
+                f"key length must equal key_bias_positions={positions} (one key bias per position), "
+                f"got key of shape {tuple(key.shape)}"
+            )
+        if mask is not None:
+            mask = jnp.asarray(mask)
+            allowed = {(tq, tk), (self.num_heads, tq, tk)}
+            if tuple(mask.shape) not in allowed:
+                raise ValueError(
+                    f"mask must have shape (Tq, Tk) = {(tq, tk)} or (heads, Tq, Tk) = {(self.num_heads, tq, tk)}, "
+                    f"got {tuple(mask.shape)}"
+                )
+            if mask.dtype != jnp.bool_:
+                raise ValueError(f"mask must be boolean (True where a query may attend), got dtype {mask.dtype}")
+            mask = jnp.broadcast_to(mask, (self.num_heads, tq, tk))
+
+        # The projections are einsums over the Keras-shaped kernels, all heads at once ("thk": token, head, feature).
+        b_k = jnp.swapaxes(self.b_k, 0, 1) if positions is not None else self.b_k  # (Tk, heads, key_dim) or (heads, key_dim)
+        q = jnp.einsum("td,dhk->thk", query, self.w_q) + self.b_q  # (Tq, heads, key_dim)
+        k = jnp.einsum("sd,dhk->shk", key, self.w_k) + b_k  # (Tk, heads, key_dim)
+        v = jnp.einsum("sd,dhv->shv", value, self.w_v) + self.b_v  # (Tk, heads, value_dim)
+        # The two products inside attention are written as broadcast-and-sum; they are the einsums
+        # "thk,shk->hts" and "hts,shv->thv". XLA on a CPU runs these tiny per-head matrix products
+        # (5 x 7 by 7 x 5) about twice as slowly as the fused elementwise form, gradient included.
+        scale = jnp.sqrt(jnp.asarray(self.key_dim, dtype=q.dtype))
+        scores = jnp.sum(q[:, None] * k[None], axis=-1) / scale  # (Tq, Tk, heads): q_t . k_s per head
+        weights = masked_softmax(jnp.transpose(scores, (2, 0, 1)), mask)  # (heads, Tq, Tk), softmax over keys
+        context = jnp.sum(jnp.transpose(weights, (1, 2, 0))[..., None] * v[None], axis=1)  # (Tq, heads, value_dim)
+        out = jnp.einsum("thv,hvo->to", context, self.w_o) + self.b_o  # the sum over heads
+        if mask is not None:
+            sees_something = jnp.any(mask, axis=(0, 2))  # (Tq,)
+            out = jnp.where(sees_something[:, None], out, 0.0)
+        return out, weights
+
+
+def parameter_count(layer: MultiHeadAttention) -> int:
+    """Number of trainable numbers in ``layer`` (751 for d_model 7, 3 heads, key_dim 8)."""
+    return sum(a.size for a in jax.tree.leaves(eqx.filter(layer, eqx.is_inexact_array)))

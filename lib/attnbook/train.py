@@ -7,6 +7,7 @@ program, so a 500-step run on a few thousand sequences takes well under a second
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 
 import equinox as eqx
@@ -30,6 +31,7 @@ class History:
     test_loss: np.ndarray | None
 
 
+@functools.partial(jax.jit, static_argnums=(1, 2, 3))  # one small program, not a dozen eager ops
 def minibatch_indices(key: jax.Array, num_examples: int, batch_size: int, steps: int) -> jax.Array:
     """Indices of ``steps`` minibatches, shape ``(steps, batch_size)``.
 

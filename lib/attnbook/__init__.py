@@ -10,6 +10,7 @@ One module per concept, in chapter order:
 - :mod:`attnbook.masking`: causal and padding masks (ch. 3)
 - :mod:`attnbook.sampling`: autoregressive sampling (ch. 3)
 - :mod:`attnbook.mha`: multi-head attention in the Keras weight layout, per-position key bias (ch. 4)
+- :mod:`attnbook.aft`: the Attention Free Transformer, all four variants, exact and stable; AFT layers and a small next-token model (ch. 5)
 - :mod:`attnbook.plotting`: fonts, labels and heat-maps in the page's language
 """
 

@@ -25,13 +25,12 @@ def setup(lang: str) -> None:
     if lang not in LANGUAGES:
         raise ValueError(f"lang must be one of {LANGUAGES}, got {lang!r}")
     _state["lang"] = lang
-    # matplotlib falls back along the family list glyph by glyph, so Latin text keeps the
-    # font of the page's language and the other font fills in what it lacks.
-    family = ["IPAexGothic", "DejaVu Sans"] if lang == "ja" else ["DejaVu Sans", "IPAexGothic"]
+    # matplotlib falls back along the family list glyph by glyph: DejaVu Sans draws Latin text and
+    # the weather symbols (IPAexGothic's cloud looks like a club suit), IPAexGothic the Japanese.
+    family = ["DejaVu Sans", "IPAexGothic"]
     mpl.rcParams.update(
         {
             "font.family": family,
-            "axes.unicode_minus": False,  # IPAexGothic has no U+2212 minus sign
             "figure.dpi": 100,  # small PNGs keep the stored notebooks light
             "savefig.dpi": 100,
             "figure.figsize": (6.0, 3.6),
@@ -48,6 +47,12 @@ def language() -> str:
 def tr(en: str, ja: str) -> str:
     """Pick the English or Japanese text for a figure, by the language set in :func:`setup`."""
     return ja if _state["lang"] == "ja" else en
+
+
+def integer_ticks(ax: plt.Axes) -> None:
+    """Whole-number ticks on both axes: positions, days and tokens are counted, not measured."""
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_locator(mpl.ticker.MaxNLocator(integer=True))
 
 
 def weather_labels(tokens: Sequence[int]) -> list[str]:
@@ -82,8 +87,7 @@ def heatmap(
     if ax is None:
         _, ax = plt.subplots()
     image = ax.imshow(matrix, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto", interpolation="nearest")
-    for axis in (ax.xaxis, ax.yaxis):  # rows and columns are tokens or features: whole numbers
-        axis.set_major_locator(mpl.ticker.MaxNLocator(integer=True))
+    integer_ticks(ax)  # rows and columns are tokens or features
     for labels, count, set_ticks, set_labels, axis in (
         (row_labels, matrix.shape[0], ax.set_yticks, ax.set_yticklabels, "row_labels"),
         (col_labels, matrix.shape[1], ax.set_xticks, ax.set_xticklabels, "col_labels"),

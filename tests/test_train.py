@@ -95,3 +95,22 @@ def test_bad_arguments(call, names):
         call()
     for name in names:
         assert name in str(info.value)
+
+
+def test_eval_every_records_the_same_losses_less_often():
+    rng = np.random.default_rng(3)
+    x, y = data.markov(400, rng)
+    xt, yt = data.markov(200, rng)
+    train_set, test_set = (data.features(x), y), (data.features(xt), yt)
+    loss = train.classification_loss(last_position)
+    opt = optax.adam(1e-2)
+    runs = [train.fit(SelfAttention(4, 6, 3, key=jax.random.key(0)), loss, train_set, optimizer=opt, steps=60,
+                      batch_size=50, key=jax.random.key(1), test_data=test_set, eval_every=k) for k in (1, 20)]
+    (_, every), (_, sparse) = runs
+    assert every.test_loss.shape == (60,) and sparse.test_loss.shape == (3,)
+    np.testing.assert_array_equal(sparse.test_steps, [20, 40, 60])
+    np.testing.assert_allclose(sparse.test_loss, every.test_loss[[19, 39, 59]], rtol=1e-5)
+    np.testing.assert_allclose(sparse.train_loss, every.train_loss, rtol=1e-5)
+    with pytest.raises(ValueError, match="eval_every.*steps=60.*7"):
+        train.fit(SelfAttention(4, 6, 3, key=jax.random.key(0)), loss, train_set, optimizer=opt, steps=60,
+                  batch_size=50, key=jax.random.key(1), eval_every=7)

@@ -23,12 +23,20 @@ from . import _checks
 class History:
     """Losses recorded during :func:`fit`: one entry per step, shape ``(steps,)``.
 
-    ``train_loss[s]`` is the loss of minibatch ``s`` before its update; ``test_loss[s]`` the loss on
-    the whole test set after it (NaN-free; ``None`` when no test set was given).
+    ``train_loss[s]`` is the loss of minibatch ``s`` before its update. ``test_loss[i]`` is the loss
+    on the whole test set after step ``test_steps[i]`` (every ``eval_every`` steps; ``None`` when no
+    test set was given).
     """
 
     train_loss: np.ndarray
     test_loss: np.ndarray | None
+    eval_every: int = 1
+
+    @property
+    def test_steps(self) -> np.ndarray:
+        """The step counts after which ``test_loss`` was measured: eval_every, 2 * eval_every, ..."""
+        count = 0 if self.test_loss is None else len(self.test_loss)
+        return self.eval_every * np.arange(1, count + 1)
 
 
 @functools.partial(jax.jit, static_argnums=(1, 2, 3))  # one small program, not a dozen eager ops
@@ -55,6 +63,7 @@ def fit(
     batch_size: int,
     key: jax.Array,
     test_data: tuple | None = None,
+    eval_every: int = 1,
 ) -> tuple[eqx.Module, History]:
     """Train ``model`` for ``steps`` minibatch steps and return it with its loss history.
 
@@ -66,7 +75,8 @@ def fit(
         steps: number of gradient steps.
         batch_size: examples per step, at most ``N``.
         key: PRNG key for the minibatch order.
-        test_data: optional tuple like ``train_data``; its loss is recorded after every step.
+        test_data: optional tuple like ``train_data``; its loss is recorded every ``eval_every`` steps.
+        eval_every: how often to evaluate the test loss; must divide ``steps``.
     """
     steps = _checks.positive_int("steps", steps)
     batch_size = _checks.positive_int("batch_size", batch_size)
@@ -74,17 +84,18 @@ def fit(
     if len(sizes) != 1:
         raise ValueError(f"train_data arrays must share their leading size N, got sizes {sorted(sizes)}")
     (num_examples,) = sizes
+    eval_every = _checks.positive_int("eval_every", eval_every)
+    if steps % eval_every:
+        raise ValueError(f"eval_every must divide steps={steps}, got {eval_every}")
     if batch_size > num_examples:
         raise ValueError(f"batch_size must be at most the number of examples N={num_examples}, got {batch_size}")
     train_data = tuple(jnp.asarray(a) for a in train_data)
     test_data = None if test_data is None else tuple(jnp.asarray(a) for a in test_data)
     # Only floating-point leaves are trained; integer and boolean arrays (masks, indices) ride along.
     params, static = eqx.partition(model, eqx.is_inexact_array)
-    params, train_loss, test_loss = _run(
-        params, static, loss_fn, optimizer, train_data, test_data,
-        minibatch_indices(key, num_examples, batch_size, steps),
-    )
-    history = History(np.asarray(train_loss), None if test_data is None else np.asarray(test_loss))
+    batches = minibatch_indices(key, num_examples, batch_size, steps).reshape(-1, eval_every, batch_size)
+    params, train_loss, test_loss = _run(params, static, loss_fn, optimizer, train_data, test_data, batches)
+    history = History(np.asarray(train_loss), None if test_data is None else np.asarray(test_loss), eval_every)
     return eqx.combine(params, static), history
 
 
@@ -99,11 +110,16 @@ def _run(params, static, loss_fn, optimizer, train_data, test_data, batches):
         loss, grads = jax.value_and_grad(loss_of)(params, *batch)
         updates, opt_state = optimizer.update(grads, opt_state, params)
         params = optax.apply_updates(params, updates)
-        test = loss_of(params, *test_data) if test_data is not None else jnp.zeros(())
-        return (params, opt_state), (loss, test)
+        return (params, opt_state), loss
 
-    (params, _), (train_loss, test_loss) = jax.lax.scan(step, (params, optimizer.init(params)), batches)
-    return params, train_loss, test_loss
+    def steps_then_test(carry, chunk):  # chunk: (eval_every, batch_size) indices
+        carry, losses = jax.lax.scan(step, carry, chunk)
+        test = loss_of(carry[0], *test_data) if test_data is not None else jnp.zeros(())
+        return carry, (losses, test)
+
+    init = (params, optimizer.init(params))
+    (params, _), (train_loss, test_loss) = jax.lax.scan(steps_then_test, init, batches)
+    return params, train_loss.reshape(-1), test_loss
 
 
 def classification_loss(logits_fn: Callable[[eqx.Module, jax.Array], jax.Array]):

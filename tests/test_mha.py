@@ -298,3 +298,26 @@ def test_key_length_must_match_key_bias_positions():
     expect_error(lambda: layer(x, kv, kv), "key_bias_positions=5", "(6, 7)")
     short = kv[:4]
     expect_error(lambda: layer(x, short, short), "key_bias_positions=5", "(4, 7)")
+
+
+def test_initialisation_is_glorot_and_reproducible():
+    a = MultiHeadAttention(7, 3, 8, key=jax.random.key(5))
+    b = MultiHeadAttention(7, 3, 8, key=jax.random.key(5))
+    c = MultiHeadAttention(7, 3, 8, key=jax.random.key(6))
+    assert all(np.array_equal(x, y) for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)))
+    assert not np.array_equal(a.w_q, c.w_q)
+    assert not np.array_equal(a.w_q, a.w_k)  # each projection gets its own numbers
+    limit = math.sqrt(6 / (7 + 3 * 8))
+    assert np.abs(np.asarray(a.w_q)).max() <= limit and np.abs(np.asarray(a.w_q)).max() > 0.8 * limit
+    assert a.w_q.dtype == jnp.float32
+    legacy = MultiHeadAttention(7, 3, 8, key=jax.random.PRNGKey(5))  # raw uint32 keys work too
+    assert legacy.w_o.shape == (3, 8, 7)
+
+
+def test_initialisation_under_vmap():
+    layers = eqx.filter_vmap(lambda k: MultiHeadAttention(7, 2, 4, key_bias_positions=5, key=k))(
+        jax.random.split(jax.random.key(0), 3))
+    assert layers.w_q.shape == (3, 7, 2, 4) and layers.b_k.shape == (3, 2, 5, 4)
+    assert not np.array_equal(layers.w_q[0], layers.w_q[1])
+    limit = math.sqrt(6 / (7 + 2 * 4))
+    assert np.abs(np.asarray(layers.w_q)).max() <= limit

@@ -31,10 +31,23 @@ from . import _checks
 from .attention import masked_softmax
 
 
-def _glorot(key: jax.Array, shape: tuple[int, ...], fan_in: int, fan_out: int) -> jax.Array:
-    """Uniform in ``±sqrt(6 / (fan_in + fan_out))`` (Glorot), the kind of initialiser Keras uses."""
-    limit = np.sqrt(6.0 / (fan_in + fan_out))
-    return jax.random.uniform(key, shape, minval=-limit, maxval=limit)
+def _glorot_kernels(key: jax.Array, shapes: list[tuple[tuple[int, ...], int, int]]) -> list[jax.Array]:
+    """Kernels uniform in ``±sqrt(6 / (fan_in + fan_out))`` (Glorot), one per ``(shape, fan_in, fan_out)``.
+
+    With a concrete key the numbers come from NumPy's generator seeded with the key's data: the same
+    key gives the same weights, and no random-number kernel is compiled for every new layer shape
+    (``jax.random`` compiles one per shape, about a second each on a small CPU). Under ``jit`` or
+    ``vmap`` (a traced key) ``jax.random`` is used instead.
+    """
+    limits = [np.sqrt(6.0 / (fan_in + fan_out)) for _, fan_in, fan_out in shapes]
+    if _checks.is_concrete(key):
+        data = jax.random.key_data(key) if jnp.issubdtype(key.dtype, jax.dtypes.prng_key) else key
+        rng = np.random.default_rng(np.asarray(data).ravel().tolist())
+        return [jnp.asarray(rng.uniform(-limit, limit, size=shape), dtype=jnp.float32)
+                for (shape, _, _), limit in zip(shapes, limits)]
+    keys = jax.random.split(key, len(shapes))
+    return [jax.random.uniform(k, shape, minval=-limit, maxval=limit)
+            for k, (shape, _, _), limit in zip(keys, shapes, limits)]
 
 
 class MultiHeadAttention(eqx.Module):
@@ -86,19 +99,21 @@ class MultiHeadAttention(eqx.Module):
         key_dim = _checks.positive_int("key_dim", key_dim)
         value_dim = key_dim if value_dim is None else _checks.positive_int("value_dim", value_dim)
         d_out = d_model if d_out is None else _checks.positive_int("d_out", d_out)
-        kq, kk, kv, ko = jax.random.split(key, 4)
-        self.w_q = _glorot(kq, (d_model, heads, key_dim), d_model, heads * key_dim)
-        self.w_k = _glorot(kk, (d_model, heads, key_dim), d_model, heads * key_dim)
-        self.w_v = _glorot(kv, (d_model, heads, value_dim), d_model, heads * value_dim)
-        self.w_o = _glorot(ko, (heads, value_dim, d_out), heads * value_dim, d_out)
-        self.b_q = jnp.zeros((heads, key_dim))
+        self.w_q, self.w_k, self.w_v, self.w_o = _glorot_kernels(key, [
+            ((d_model, heads, key_dim), d_model, heads * key_dim),
+            ((d_model, heads, key_dim), d_model, heads * key_dim),
+            ((d_model, heads, value_dim), d_model, heads * value_dim),
+            ((heads, value_dim, d_out), heads * value_dim, d_out),
+        ])
+        zeros = lambda *shape: jnp.asarray(np.zeros(shape, dtype=np.float32))
+        self.b_q = zeros(heads, key_dim)
         if key_bias_positions is None:
-            self.b_k = jnp.zeros((heads, key_dim))
+            self.b_k = zeros(heads, key_dim)
         else:
             positions = _checks.positive_int("key_bias_positions", key_bias_positions)
-            self.b_k = jnp.zeros((heads, positions, key_dim))
-        self.b_v = jnp.zeros((heads, value_dim))
-        self.b_o = jnp.zeros((d_out,))
+            self.b_k = zeros(heads, positions, key_dim)
+        self.b_v = zeros(heads, value_dim)
+        self.b_o = zeros(d_out)
 
     @property
     def d_model(self) -> int:

@@ -24,6 +24,7 @@ Causal sums keep a running maximum (a log-sum-exp scan). No function builds a ``
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import equinox as eqx
@@ -162,6 +163,7 @@ def _banded(k, v, bias, offsets: Sequence[int], causal: bool):
 # The four variants
 
 
+@functools.partial(jax.jit, static_argnames=("causal",))
 def aft_full(q, k, v, w, causal: bool = False):
     """AFT-full (the paper's Eq. 2) for one sequence.
 
@@ -191,10 +193,14 @@ def aft_full(q, k, v, w, causal: bool = False):
         weight = jnp.where(visible, jnp.exp(jnp.where(visible, z - top, 0.0)), 0.0)
         return jnp.sum(weight * v, axis=0) / jnp.sum(weight, axis=0)
 
-    averaged = jax.lax.map(row, (w, positions), batch_size=min(length, ROW_BLOCK))
+    if length <= ROW_BLOCK:
+        averaged = jax.vmap(row)((w, positions))
+    else:
+        averaged = jax.lax.map(row, (w, positions), batch_size=ROW_BLOCK)
     return jax.nn.sigmoid(q) * averaged
 
 
+@functools.partial(jax.jit, static_argnames=("window", "causal"))
 def aft_local(q, k, v, w, window: int, causal: bool = False):
     """AFT-local (the paper's Eq. 4): AFT-full with ``w[t, t']`` replaced by 0 where ``|t - t'| >= window``.
 
@@ -214,6 +220,7 @@ def aft_local(q, k, v, w, window: int, causal: bool = False):
     return jax.nn.sigmoid(q) * averaged[..., 0]
 
 
+@functools.partial(jax.jit, static_argnames=("causal",))
 def aft_simple(q, k, v, causal: bool = False):
     """AFT-simple (the paper's Eq. 5): ``Y_t = sigmoid(Q_t) * sum_t' softmax(K)_t' * V_t'``.
 
@@ -231,6 +238,7 @@ def aft_simple(q, k, v, causal: bool = False):
     return jax.nn.sigmoid(q) * averaged
 
 
+@functools.partial(jax.jit, static_argnames=("causal",))
 def aft_conv(q, k, v, kernel, causal: bool = False):
     """AFT-conv (the paper's Eq. 6), per head: a position bias that depends only on the offset.
 
@@ -292,12 +300,44 @@ def conv_bias_matrix(kernel, length: int, causal: bool = False):
 # Layers: each maps x (T, d_model) -> (T, d_model), a drop-in replacement for self-attention
 
 
-def _linear(d_in: int, d_out: int, key) -> eqx.nn.Linear:
-    return eqx.nn.Linear(d_in, d_out, key=key)
+def _keys(key, n: int) -> list:
+    """``n`` independent keys derived from ``key`` (``fold_in`` compiles once for every ``n``, ``split`` does not)."""
+    return [jax.random.fold_in(key, i) for i in range(n)]
 
 
-def _apply(layer: eqx.nn.Linear, x):
-    return jax.vmap(layer)(x)
+def _random(key, shape: tuple[int, ...], scale: float, normal: bool = False) -> jax.Array:
+    """``scale`` times uniform(-1, 1) (or standard normal) numbers of ``shape``, determined by ``key``.
+
+    With a concrete key the numbers come from NumPy's generator seeded with the key's data (as in
+    :mod:`attnbook.mha`): the same key gives the same numbers, and no random-number kernel is compiled
+    for every new shape (``jax.random`` compiles one per shape, a noticeable wait on a small CPU when a
+    model has a dozen layer shapes). Under ``jit`` or ``vmap`` (a traced key) ``jax.random`` is used.
+    """
+    if _checks.is_concrete(key):
+        data = jax.random.key_data(key) if jnp.issubdtype(key.dtype, jax.dtypes.prng_key) else key
+        rng = np.random.default_rng(np.asarray(data).ravel().tolist())
+        numbers = rng.standard_normal(shape) if normal else rng.uniform(-1.0, 1.0, size=shape)
+        return jnp.asarray(scale * numbers, dtype=jnp.float32)
+    numbers = jax.random.normal(key, shape) if normal else jax.random.uniform(key, shape, minval=-1.0, maxval=1.0)
+    return scale * numbers
+
+
+class Dense(eqx.Module):
+    """``x W + b`` on the last axis, rows as tokens; uniform(-1/sqrt(d_in), 1/sqrt(d_in)) initialisation
+    (the default of ``Dense``). ``W`` has shape ``(d_in, d_out)``."""
+
+    weight: jax.Array
+    bias: jax.Array
+
+    def __init__(self, d_in: int, d_out: int, *, key: jax.Array):
+        d_in = _checks.positive_int("d_in", d_in)
+        d_out = _checks.positive_int("d_out", d_out)
+        w_key, b_key = _keys(key, 2)
+        self.weight = _random(w_key, (d_in, d_out), 1.0 / np.sqrt(d_in))
+        self.bias = _random(b_key, (d_out,), 1.0 / np.sqrt(d_in))
+
+    def __call__(self, x):
+        return x @ self.weight + self.bias
 
 
 class AFTFull(eqx.Module):
@@ -308,10 +348,10 @@ class AFTFull(eqx.Module):
     of ``max_len^2``. Sequences up to ``max_len`` use the top-left corner of ``w``.
     """
 
-    query: eqx.nn.Linear
-    key_proj: eqx.nn.Linear
-    value: eqx.nn.Linear
-    out: eqx.nn.Linear
+    query: Dense
+    key_proj: Dense
+    value: Dense
+    out: Dense
     u: jax.Array
     v: jax.Array
     causal: bool = eqx.field(static=True)
@@ -320,10 +360,10 @@ class AFTFull(eqx.Module):
         d_model = _checks.positive_int("d_model", d_model)
         max_len = _checks.positive_int("max_len", max_len)
         bias_dim = _checks.positive_int("bias_dim", bias_dim)
-        keys = jax.random.split(key, 6)
-        self.query, self.key_proj, self.value, self.out = (_linear(d_model, d_model, k) for k in keys[:4])
-        self.u = 0.1 * jax.random.normal(keys[4], (max_len, bias_dim))
-        self.v = 0.1 * jax.random.normal(keys[5], (max_len, bias_dim))
+        keys = _keys(key, 6)
+        self.query, self.key_proj, self.value, self.out = (Dense(d_model, d_model, key=k) for k in keys[:4])
+        self.u = _random(keys[4], (max_len, bias_dim), 0.1, normal=True)
+        self.v = _random(keys[5], (max_len, bias_dim), 0.1, normal=True)
         self.causal = causal
 
     def bias(self, length: int):
@@ -335,11 +375,11 @@ class AFTFull(eqx.Module):
     def qkv(self, x):
         """The queries, keys and values ``(T, d_model)`` each, for ``x`` of shape ``(T, d_model)``."""
         _checks.ndim("x", x, 2, "(T, d_model)")
-        return _apply(self.query, x), _apply(self.key_proj, x), _apply(self.value, x)
+        return self.query(x), self.key_proj(x), self.value(x)
 
     def __call__(self, x):
         q, k, v = self.qkv(x)
-        return _apply(self.out, aft_full(q, k, v, self.bias(x.shape[0]), causal=self.causal))
+        return self.out(aft_full(q, k, v, self.bias(x.shape[0]), causal=self.causal))
 
 
 class AFTLocal(AFTFull):
@@ -354,28 +394,28 @@ class AFTLocal(AFTFull):
 
     def __call__(self, x):
         q, k, v = self.qkv(x)
-        return _apply(self.out, aft_local(q, k, v, self.bias(x.shape[0]), self.window, causal=self.causal))
+        return self.out(aft_local(q, k, v, self.bias(x.shape[0]), self.window, causal=self.causal))
 
 
 class AFTSimple(eqx.Module):
     """AFT-simple layer (Eq. 5): projections, no position bias, ``O(T d)``."""
 
-    query: eqx.nn.Linear
-    key_proj: eqx.nn.Linear
-    value: eqx.nn.Linear
-    out: eqx.nn.Linear
+    query: Dense
+    key_proj: Dense
+    value: Dense
+    out: Dense
     causal: bool = eqx.field(static=True)
 
     def __init__(self, d_model: int, *, causal: bool = True, key: jax.Array):
         d_model = _checks.positive_int("d_model", d_model)
-        keys = jax.random.split(key, 4)
-        self.query, self.key_proj, self.value, self.out = (_linear(d_model, d_model, k) for k in keys)
+        keys = _keys(key, 4)
+        self.query, self.key_proj, self.value, self.out = (Dense(d_model, d_model, key=k) for k in keys)
         self.causal = causal
 
     def __call__(self, x):
         _checks.ndim("x", x, 2, "(T, d_model)")
-        q, k, v = _apply(self.query, x), _apply(self.key_proj, x), _apply(self.value, x)
-        return _apply(self.out, aft_simple(q, k, v, causal=self.causal))
+        q, k, v = self.query(x), self.key_proj(x), self.value(x)
+        return self.out(aft_simple(q, k, v, causal=self.causal))
 
 
 class AFTConv(eqx.Module):
@@ -386,10 +426,10 @@ class AFTConv(eqx.Module):
     offsets ``t - t' = 0 .. window - 1``; non-causal ones need an odd ``window``.
     """
 
-    query: eqx.nn.Linear
-    key_proj: eqx.nn.Linear
-    value: eqx.nn.Linear
-    out: eqx.nn.Linear
+    query: Dense
+    key_proj: Dense
+    value: Dense
+    out: Dense
     raw_kernel: jax.Array
     gain: jax.Array
     shift: jax.Array
@@ -403,10 +443,10 @@ class AFTConv(eqx.Module):
             raise ValueError(f"d_model must be divisible by heads, got d_model={d_model}, heads={heads}")
         if not causal and window % 2 == 0:
             raise ValueError(f"window must be odd when causal=False, got {window}")
-        keys = jax.random.split(key, 5)
-        self.query, self.value, self.out = (_linear(d_model, d_model, k) for k in keys[:3])
-        self.key_proj = _linear(d_model, heads, keys[3])
-        self.raw_kernel = jax.random.normal(keys[4], (heads, window))
+        keys = _keys(key, 5)
+        self.query, self.value, self.out = (Dense(d_model, d_model, key=k) for k in keys[:3])
+        self.key_proj = Dense(d_model, heads, key=keys[3])
+        self.raw_kernel = _random(keys[4], (heads, window), 1.0, normal=True)
         self.gain = jnp.zeros((heads,))
         self.shift = jnp.zeros((heads,))
         self.causal = causal
@@ -419,17 +459,17 @@ class AFTConv(eqx.Module):
 
     def __call__(self, x):
         _checks.ndim("x", x, 2, "(T, d_model)")
-        q, k, v = _apply(self.query, x), _apply(self.key_proj, x), _apply(self.value, x)
-        return _apply(self.out, aft_conv(q, k, v, self.kernel(), causal=self.causal))
+        q, k, v = self.query(x), self.key_proj(x), self.value(x)
+        return self.out(aft_conv(q, k, v, self.kernel(), causal=self.causal))
 
 
 class CausalSelfAttention(eqx.Module):
     """The baseline: multi-head scaled dot-product self-attention with a causal mask (chapters 2-4)."""
 
-    query: eqx.nn.Linear
-    key_proj: eqx.nn.Linear
-    value: eqx.nn.Linear
-    out: eqx.nn.Linear
+    query: Dense
+    key_proj: Dense
+    value: Dense
+    out: Dense
     heads: int = eqx.field(static=True)
 
     def __init__(self, d_model: int, heads: int, *, key: jax.Array):
@@ -437,19 +477,19 @@ class CausalSelfAttention(eqx.Module):
         heads = _checks.positive_int("heads", heads)
         if d_model % heads:
             raise ValueError(f"d_model must be divisible by heads, got d_model={d_model}, heads={heads}")
-        keys = jax.random.split(key, 4)
-        self.query, self.key_proj, self.value, self.out = (_linear(d_model, d_model, k) for k in keys)
+        keys = _keys(key, 4)
+        self.query, self.key_proj, self.value, self.out = (Dense(d_model, d_model, key=k) for k in keys)
         self.heads = heads
 
     def __call__(self, x):
         _checks.ndim("x", x, 2, "(T, d_model)")
         length, d_model = x.shape
         split = lambda a: a.reshape(length, self.heads, d_model // self.heads)
-        q, k, v = (split(_apply(p, x)) for p in (self.query, self.key_proj, self.value))
+        q, k, v = (split(p(x)) for p in (self.query, self.key_proj, self.value))
         mask = masking.causal_mask(length)
         per_head = jax.vmap(lambda q, k, v: scaled_dot_product_attention(q, k, v, mask=mask)[0],
                             in_axes=1, out_axes=1)(q, k, v)
-        return _apply(self.out, per_head.reshape(length, d_model))
+        return self.out(per_head.reshape(length, d_model))
 
 
 def make_mixer(kind: str, d_model: int, max_len: int, *, key: jax.Array, heads: int = 4, window: int = 9,
@@ -474,20 +514,20 @@ class Block(eqx.Module):
     norm_mix: eqx.nn.LayerNorm
     mixer: eqx.Module
     norm_mlp: eqx.nn.LayerNorm
-    hidden: eqx.nn.Linear
-    project: eqx.nn.Linear
+    hidden: Dense
+    project: Dense
 
     def __init__(self, mixer: eqx.Module, d_model: int, *, mlp_ratio: int = 4, key: jax.Array):
-        k1, k2 = jax.random.split(key)
+        k1, k2 = _keys(key, 2)
         self.norm_mix, self.norm_mlp = eqx.nn.LayerNorm(d_model), eqx.nn.LayerNorm(d_model)
         self.mixer = mixer
-        self.hidden = _linear(d_model, mlp_ratio * d_model, k1)
-        self.project = _linear(mlp_ratio * d_model, d_model, k2)
+        self.hidden = Dense(d_model, mlp_ratio * d_model, key=k1)
+        self.project = Dense(mlp_ratio * d_model, d_model, key=k2)
 
     def __call__(self, x):
         x = x + self.mixer(jax.vmap(self.norm_mix)(x))
-        h = jax.nn.gelu(_apply(self.hidden, jax.vmap(self.norm_mlp)(x)))
-        return x + _apply(self.project, h)
+        h = jax.nn.gelu(self.hidden(jax.vmap(self.norm_mlp)(x)))
+        return x + self.project(h)
 
 
 class MixerChoice(eqx.Module):
@@ -507,7 +547,7 @@ class MixerChoice(eqx.Module):
             raise ValueError("kinds must name at least one mixer, got an empty sequence")
         self.kinds = tuple(kinds)
         self.mixers = tuple(make_mixer(kind, d_model, max_len, key=k, **options)
-                            for kind, k in zip(self.kinds, jax.random.split(key, len(self.kinds))))
+                            for kind, k in zip(self.kinds, _keys(key, len(self.kinds))))
         self.choice = jnp.asarray(0, dtype=jnp.int32)
 
     def __call__(self, x):
@@ -523,11 +563,11 @@ class NextTokenModel(eqx.Module):
     ``model.using(kind)`` picks one of them.
     """
 
-    embed: eqx.nn.Embedding
+    embed: jax.Array
     position: jax.Array
     blocks: tuple
     norm: eqx.nn.LayerNorm
-    head: eqx.nn.Linear
+    head: Dense
 
     def __init__(self, kind: str | Sequence[str], *, vocab_size: int, num_classes: int, max_len: int,
                  d_model: int = 32, depth: int = 1, key: jax.Array, **mixer_options):
@@ -536,18 +576,18 @@ class NextTokenModel(eqx.Module):
         max_len = _checks.positive_int("max_len", max_len)
         d_model = _checks.positive_int("d_model", d_model)
         depth = _checks.positive_int("depth", depth)
-        keys = jax.random.split(key, 3 + 2 * depth)
+        keys = _keys(key, 3 + 2 * depth)
 
         def mixer(k):
             if isinstance(kind, str):
                 return make_mixer(kind, d_model, max_len, key=k, **mixer_options)
             return MixerChoice(kind, d_model, max_len, key=k, **mixer_options)
 
-        self.embed = eqx.nn.Embedding(vocab_size, d_model, key=keys[0])
-        self.position = 0.02 * jax.random.normal(keys[1], (max_len, d_model))
+        self.embed = _random(keys[0], (vocab_size, d_model), 1.0, normal=True)  # row i: token i
+        self.position = _random(keys[1], (max_len, d_model), 0.02, normal=True)
         self.blocks = tuple(Block(mixer(keys[3 + 2 * i]), d_model, key=keys[4 + 2 * i]) for i in range(depth))
         self.norm = eqx.nn.LayerNorm(d_model)
-        self.head = _linear(d_model, num_classes, keys[2])
+        self.head = Dense(d_model, num_classes, key=keys[2])
 
     def using(self, kind: str) -> "NextTokenModel":
         """The same model with every :class:`MixerChoice` set to ``kind``."""
@@ -570,10 +610,10 @@ class NextTokenModel(eqx.Module):
 
     def __call__(self, tokens):
         _checks.ndim("tokens", tokens, 1, "(T,)")
-        x = jax.vmap(self.embed)(tokens) + self.position[: tokens.shape[0]]
+        x = self.embed[tokens] + self.position[: tokens.shape[0]]
         for block in self.blocks:
             x = block(x)
-        return _apply(self.head, jax.vmap(self.norm)(x))
+        return self.head(jax.vmap(self.norm)(x))
 
 
 def count_parameters(model: eqx.Module) -> int:

@@ -18,11 +18,11 @@ import pytest
 import yaml
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
-from tools import bookcheck, execute_notebooks, sync_code
+from tools import bookcheck, execute_notebooks, glossary, sync_code
 
 ROOT = Path(__file__).resolve().parent.parent
 BOOK_FILES = ("_quarto.yml", "_quarto-en.yml", "_quarto-ja.yml", "index.qmd", "pyproject.toml",
-              "environment.yml", "references.bib")
+              "environment.yml", "references.bib", "glossary.csv")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -293,6 +293,22 @@ def test_missing_include(book):
     assert mentions(problems, "index.qmd", "_gone.qmd")
 
 
+def test_link_to_missing_label(book, pair):
+    en, ja = pair
+    problems = new_problems(bookcheck.check_link_anchors, book, lambda: add_markdown(
+        ja, f"[there](../en/{en.name}#sec-nowhere) and [here](#fig-nowhere)"))
+    assert mentions(problems, name(book, ja), "sec-nowhere", name(book, en))
+    assert mentions(problems, name(book, ja), "fig-nowhere")
+
+
+def test_links_to_labels_that_exist(book, pair):
+    en, _ = pair
+    label = next(label for _, label in bookcheck.labels(en) if label.startswith("sec-"))
+    text = (f"[a](../en/{en.name}#{label}), [b](../en/{en.stem}.html#{label}), [c](#{label}), "
+            f"[heading]({en.name}#some-heading), [web](https://example.org/#sec-elsewhere)")
+    assert new_problems(bookcheck.check_link_anchors, book, lambda: add_markdown(en, text)) == []
+
+
 def test_profile_lists_missing_chapter(book):
     profile = book / "_quarto-en.yml"
     problems = new_problems(bookcheck.check_chapter_lists, book, lambda: profile.write_text(
@@ -317,6 +333,33 @@ def test_chapter_of_other_language(book, pair):
     problems = new_problems(bookcheck.check_chapter_lists, book, lambda: profile.write_text(
         profile.read_text(encoding="utf-8") + f"    - {name(book, en)}\n", encoding="utf-8"))
     assert mentions(problems, "_quarto-ja.yml", name(book, en), "other language")
+
+
+def test_appendix_moved_into_chapters(book):
+    profile = book / "_quarto-ja.yml"
+
+    def move():
+        config = yaml.safe_load(profile.read_text(encoding="utf-8"))
+        chapters = config["book"]["chapters"]
+        config["book"].setdefault("appendices", []).insert(0, chapters.pop())
+        profile.write_text(yaml.safe_dump(config, allow_unicode=True), encoding="utf-8")
+
+    problems = new_problems(bookcheck.check_chapter_lists, book, move)
+    assert mentions(problems, "_quarto-en.yml", "_quarto-ja.yml", "appendices")
+
+
+def test_no_bibliography_page(book):
+    pages = [p for p in bookcheck.documents(book) if bookcheck.REFS_DIV.search(p.read_text(encoding="utf-8"))]
+    assert pages  # the real book has a references page per language
+
+    def remove_refs_divs():
+        for page in pages:
+            page.write_text(bookcheck.REFS_DIV.sub("::: {#not-refs}", page.read_text(encoding="utf-8")),
+                            encoding="utf-8")
+
+    problems = new_problems(bookcheck.check_bibliography_page, book, remove_refs_divs)
+    assert mentions(problems, "_quarto-en.yml", "{#refs}")
+    assert mentions(problems, "_quarto-ja.yml", "{#refs}")
 
 
 def test_nested_parts_and_appendices():
@@ -389,6 +432,92 @@ def test_environment_extra_package(book):
         env.read_text(encoding="utf-8").replace("  - pip:\n", "  - scipy\n  - pip:\n"),
         encoding="utf-8"))
     assert mentions(problems, "environment.yml", "scipy")
+
+
+# ---------------------------------------------------------------------------------------------
+# The glossary (glossary.csv, tools/glossary.py)
+
+
+def append_line(path: Path, line: str) -> None:
+    path.write_text(path.read_text(encoding="utf-8") + line + "\n", encoding="utf-8")
+
+
+def test_glossary_pages_follow_the_table(book):
+    table = book / glossary.TABLE
+    problems = new_problems(bookcheck.check_glossary, book, lambda: append_line(
+        table, "sparse attention,スパースアテンション,A new term.,新しい用語。,疎アテンション,"))
+    assert mentions(problems, "chapters/en/glossary.qmd", "python -m tools.glossary")
+    assert mentions(problems, "chapters/ja/glossary.qmd", "python -m tools.glossary")
+    assert mentions(problems, "chapters/en/glossary.qmd", "'sparse attention'")
+    assert glossary.main(["--root", str(book), "--check"]) == 1
+
+    assert glossary.main(["--root", str(book)]) == 0
+
+    assert glossary.main(["--root", str(book), "--check"]) == 0
+    assert bookcheck.check_glossary(book) == []
+    page = glossary.page_path(book, "ja").read_text(encoding="utf-8")
+    assert "| sparse attention | スパースアテンション | 新しい用語。 | 疎アテンション |" in page
+
+
+def test_english_page_lists_every_term(book):
+    page = glossary.page_path(book, "en")
+    text = page.read_text(encoding="utf-8")
+    assert "| einsum |" in text
+    problems = new_problems(bookcheck.check_glossary, book, lambda: page.write_text(
+        "".join(line for line in text.splitlines(keepends=True) if not line.startswith("| einsum |")),
+        encoding="utf-8"))
+    assert mentions(problems, "chapters/en/glossary.qmd", "does not list the term 'einsum'")
+
+
+def test_rejected_term_in_japanese_notebook(book, pair):
+    _, ja = pair
+    problems = new_problems(bookcheck.check_glossary, book, lambda: add_markdown(
+        ja, "各行の注意重みの和は 1 です。"))
+    assert mentions(problems, name(book, ja), "'注意重み'", "アテンション重み")
+
+
+def test_rejected_term_in_caption(book, pair):
+    _, ja = pair
+
+    def caption(nb):
+        cell = plain_code_cell(nb)
+        cell["source"] = '#| fig-cap: "ソフトマックスの出力"\n' + "".join(cell["source"])
+
+    problems = new_problems(bookcheck.check_glossary, book, lambda: edit(ja, caption))
+    assert mentions(problems, name(book, ja), "'ソフトマックス'")
+
+
+def test_rejected_term_in_japanese_page(book):
+    preface = book / "chapters" / "ja" / "_preface.qmd"
+    problems = new_problems(bookcheck.check_glossary, book, lambda: append_line(
+        preface, "\nこの本ではセルフアテンションを扱います。"))
+    assert mentions(problems, "chapters/ja/_preface.qmd", "'セルフアテンション'", "自己アテンション")
+
+
+def test_where_rejected_terms_may_appear(book, pair):
+    en, ja = pair
+    text = ("アテンション（注意機構）は重み付き平均です。`ソフトマックス` はコードの中です。\n\n"
+            "```python\n# 注意重み\n```")
+    assert new_problems(bookcheck.check_glossary, book, lambda: add_markdown(ja, text)) == []
+    assert new_problems(bookcheck.check_glossary, book, lambda: add_markdown(en, "注意重み")) == []
+    problems = new_problems(bookcheck.check_glossary, book, lambda: add_markdown(ja, "注意機構とは何か。"))
+    assert mentions(problems, name(book, ja), "'注意機構'")
+
+
+@pytest.mark.parametrize("row, expected", [
+    ("attention mask,アテンションマスク,,,マスク,", "part of the chosen term"),
+    ("einsum,einsum,,,アインシュタイン,", "listed twice"),
+    ("sparse attention,スパースアテンション,,,疎アテンション,注意機構", "contains no rejected form"),
+    ("sparse attention,スパースアテンション", "expected 6 columns"),
+])
+def test_broken_glossary_table(book, row, expected):
+    problems = new_problems(bookcheck.check_glossary, book, lambda: append_line(book / glossary.TABLE, row))
+    assert mentions(problems, glossary.TABLE, expected)
+
+
+def test_missing_glossary_table(book):
+    problems = new_problems(bookcheck.check_glossary, book, (book / glossary.TABLE).unlink)
+    assert mentions(problems, glossary.TABLE, "missing")
 
 
 def test_package_names_compare_like_pip():

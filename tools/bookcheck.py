@@ -2,8 +2,9 @@
 
 Quarto cannot run where the book is tested, so everything it would complain about (and a few
 things it would silently get wrong) is checked here instead: twins in both languages, identical
-code, identical stored outputs, cross-references, citations, relative links, chapter lists,
-stored outputs, the Quarto profiles and environment.yml.
+code, identical stored outputs, cross-references, citations, relative links and the labels they
+point at, chapter lists, stored outputs, the Quarto profiles, the glossary (its pages against
+glossary.csv, the Japanese chapters against the terms it rejects) and environment.yml.
 
 Every check is a function ``check_*(root) -> list[str]`` over the repository root, returning
 human-readable problems (an empty list means the check passed), so tests can run each one on the
@@ -26,6 +27,8 @@ from pathlib import Path, PurePosixPath
 from urllib.parse import unquote
 
 import yaml
+
+from tools import glossary
 
 LANGS = ("en", "ja")
 CHAPTERS = "chapters"
@@ -463,6 +466,38 @@ def check_links(root: Path) -> list[str]:
     return problems
 
 
+
+def linked_document(root: Path, base: Path, file: str) -> Path | None:
+    """The document a link's file part names (``x.html`` names the source x.qmd or x.ipynb), if any."""
+    path = Path(os.path.normpath(root / file.lstrip("/") if file.startswith("/") else base / file))
+    candidates = [path] + ([path.with_suffix(s) for s in DOC_SUFFIXES] if path.suffix == ".html" else [])
+    return next((p for p in candidates if p.suffix in DOC_SUFFIXES and p.is_file()), None)
+
+
+def check_link_anchors(root: Path) -> list[str]:
+    """A link to a label (``02-x.ipynb#sec-weather``, ``#fig-a``) names a label its target defines.
+
+    Only fragments that are cross-reference labels (sec-, fig-, tbl-, eq-) are checked: those are
+    the ids the book sets itself, where Quarto derives the others from heading text.
+    """
+    problems = []
+    for path in documents(root):
+        name = rel(root, path)
+        for where, kind, target in link_targets(path):
+            if kind != "link" or URL_SCHEME.match(target) or target.startswith("{{"):
+                continue
+            file, _, fragment = unquote(target.split("?", 1)[0]).partition("#")
+            if not is_xref(fragment):
+                continue
+            document = path if not file else linked_document(root, path.parent, file)
+            if document is None:
+                continue  # check_links reports the missing file
+            if fragment not in {label for _, label in labels(document)}:
+                problems.append(f"{at(name, where)}: link {target}: {rel(root, document)} defines "
+                                f"no label {fragment}")
+    return problems
+
+
 # ---------------------------------------------------------------------------------------------
 # Quarto configuration and chapter lists
 
@@ -561,6 +596,73 @@ def check_chapter_lists(root: Path) -> list[str]:
             y = lists[LANGS[1]][k] if k < len(b) else "<end>"
             problems.append(f"{profile_path(root, LANGS[0]).name} and {profile_path(root, LANGS[1]).name} "
                             f"list different chapters at position {k + 1}: {x} vs {y}")
+        appendices = {lang: [re.sub(rf"^{CHAPTERS}/{lang}/", f"{CHAPTERS}/*/", f)
+                             for f in chapter_files({"appendices": (load_yaml(profile_path(root, lang))
+                                                                    .get("book") or {}).get("appendices")})]
+                      for lang in LANGS}
+        if a == b and appendices[LANGS[0]] != appendices[LANGS[1]]:
+            problems.append(f"{profile_path(root, LANGS[0]).name} and {profile_path(root, LANGS[1]).name} "
+                            "list different appendices (book.appendices): "
+                            f"{appendices[LANGS[0]]} vs {appendices[LANGS[1]]}")
+    return problems
+
+
+REFS_DIV = re.compile(r"^:::\s*\{#refs([\s}]|.*?\})\s*$", re.MULTILINE)
+
+
+def check_bibliography_page(root: Path) -> list[str]:
+    """When the book cites, each profile lists a page with the ``::: {#refs}`` div.
+
+    Quarto puts the bibliography of the whole book on the first page of the render list that has
+    the div (book-bibliography.ts, the regex of pandoc-partition.ts), so without one the citations
+    link nowhere (https://quarto.org/docs/books/book-structure.html#references).
+    """
+    if not bibliographies(root) or not any(not is_xref(key) for path in documents(root)
+                                           for _, key, _ in citations(path)):
+        return []
+    problems = []
+    for lang in LANGS:
+        path = profile_path(root, lang)
+        if not path.exists():
+            continue  # check_quarto_config reports this
+        files = [root / f for f in chapter_files(load_yaml(path).get("book") or {})]
+        if not any(f.is_file() and f.suffix in (".qmd", ".md")
+                   and REFS_DIV.search(without_code(f.read_text(encoding="utf-8"))) for f in files):
+            problems.append(f"{path.name} lists no page with a ::: {{#refs}} div, where Quarto puts "
+                            "the book's bibliography (e.g. chapters/<lang>/references.qmd)")
+    return problems
+
+
+# ---------------------------------------------------------------------------------------------
+# The glossary: glossary.csv, its generated pages, and the terms of the Japanese chapters
+
+
+def check_glossary(root: Path) -> list[str]:
+    """The glossary pages are what glossary.csv generates, the English page lists every English
+    term, and the Japanese pages and notebooks (text and cell options such as fig-cap) use the
+    table's terms, never a form it rejects (python -m tools.glossary rewrites the pages)."""
+    if not (root / glossary.TABLE).exists():
+        return [f"{glossary.TABLE} is missing: the glossary appendix is generated from it"]
+    try:
+        terms = glossary.read_table(root)
+    except glossary.TableError as error:
+        return [str(error)]
+    problems = [f"{rel(root, page)} is missing or differs from {glossary.TABLE}; run python -m tools.glossary"
+                for page in glossary.stale_pages(root, terms)]
+    english_page = glossary.page_path(root, LANGS[0])
+    if english_page.exists():
+        listed = set(glossary.page_terms(english_page.read_text(encoding="utf-8")))
+        problems += [f"{rel(root, english_page)} does not list the term {term.english!r}"
+                     for term in terms if term.english not in listed]
+    japanese_page = glossary.page_path(root, "ja")
+    for path in language_files(root, "ja"):
+        if path == japanese_page:
+            continue  # the page shows the rejected forms on purpose
+        for where, text in markdown_texts(path) + option_lines(path):
+            for term in terms:
+                for form in term.rejected_in(text):
+                    problems.append(f"{at(rel(root, path), where)}: {form!r} is not the book's term; "
+                                    f"write {term.japanese!r} ({term.english}, {glossary.TABLE})")
     return problems
 
 
@@ -628,6 +730,7 @@ def check_environment(root: Path) -> list[str]:
 CHECKS: tuple[Callable[[Path], list[str]], ...] = (
     check_quarto_config,
     check_chapter_lists,
+    check_bibliography_page,
     check_twins,
     check_code_parity,
     check_output_parity,
@@ -636,6 +739,8 @@ CHECKS: tuple[Callable[[Path], list[str]], ...] = (
     check_cross_references,
     check_citations,
     check_links,
+    check_link_anchors,
+    check_glossary,
     check_environment,
 )
 

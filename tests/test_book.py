@@ -491,7 +491,14 @@ def test_rejected_term_in_japanese_page(book):
     preface = book / "chapters" / "ja" / "_preface.qmd"
     problems = new_problems(bookcheck.check_glossary, book, lambda: append_line(
         preface, "\nこの本ではセルフアテンションを扱います。"))
-    assert mentions(problems, "chapters/ja/_preface.qmd", "'セルフアテンション'", "自己アテンション")
+    assert mentions(problems, "chapters/ja/_preface.qmd", "line", "'セルフアテンション'", "自己アテンション")
+
+
+def test_rejected_term_broken_across_lines(book, pair):
+    _, ja = pair
+    problems = new_problems(bookcheck.check_glossary, book, lambda: add_markdown(
+        ja, "各行の注意\n重みの和は 1 です。"))
+    assert mentions(problems, name(book, ja), "'注意重み'")
 
 
 def test_where_rejected_terms_may_appear(book, pair):

@@ -567,13 +567,15 @@ def check_quarto_config(root: Path) -> list[str]:
 
 def check_chapter_lists(root: Path) -> list[str]:
     """Profiles list existing files, the same chapters in the same order, and every chapter."""
-    problems, lists = [], {}
+    problems, lists, appendices = [], {}, {}
     for lang in LANGS:
         path = profile_path(root, lang)
         if not path.exists():
             continue  # check_quarto_config reports this
-        files = chapter_files(load_yaml(path).get("book") or {})
+        book = load_yaml(path).get("book") or {}
+        files = chapter_files(book)
         lists[lang] = files
+        appendices[lang] = chapter_files({"appendices": book.get("appendices")})
         if not any(PurePosixPath(f).name.startswith("index.") and "/" not in f for f in files):
             problems.append(f"{path.name}: the chapter list must start with the home page index.qmd "
                             "(Quarto books need one at the project root)")
@@ -596,14 +598,12 @@ def check_chapter_lists(root: Path) -> list[str]:
             y = lists[LANGS[1]][k] if k < len(b) else "<end>"
             problems.append(f"{profile_path(root, LANGS[0]).name} and {profile_path(root, LANGS[1]).name} "
                             f"list different chapters at position {k + 1}: {x} vs {y}")
-        appendices = {lang: [re.sub(rf"^{CHAPTERS}/{lang}/", f"{CHAPTERS}/*/", f)
-                             for f in chapter_files({"appendices": (load_yaml(profile_path(root, lang))
-                                                                    .get("book") or {}).get("appendices")})]
-                      for lang in LANGS}
-        if a == b and appendices[LANGS[0]] != appendices[LANGS[1]]:
+        # The same files in the same order, but one of them an appendix in only one language.
+        x, y = ([re.sub(rf"^{CHAPTERS}/{lang}/", f"{CHAPTERS}/*/", f) for f in appendices[lang]]
+                for lang in LANGS)
+        if a == b and x != y:
             problems.append(f"{profile_path(root, LANGS[0]).name} and {profile_path(root, LANGS[1]).name} "
-                            "list different appendices (book.appendices): "
-                            f"{appendices[LANGS[0]]} vs {appendices[LANGS[1]]}")
+                            f"list different appendices (book.appendices): {x} vs {y}")
     return problems
 
 
@@ -659,8 +659,13 @@ def check_glossary(root: Path) -> list[str]:
         if path == japanese_page:
             continue  # the page shows the rejected forms on purpose
         for where, text in markdown_texts(path) + option_lines(path):
+            # Japanese paragraphs break lines anywhere, even inside a term, and render without a space.
+            joined = re.sub(r"\n[ \t>]*", "", text)
             for term in terms:
-                for form in term.rejected_in(text):
+                for form in term.rejected_in(joined):
+                    if not where:  # a page: point at the first line with the form, if it is on one
+                        where = next((f"line {n + 1}" for n, line in enumerate(text.splitlines())
+                                      if form in line), "")
                     problems.append(f"{at(rel(root, path), where)}: {form!r} is not the book's term; "
                                     f"write {term.japanese!r} ({term.english}, {glossary.TABLE})")
     return problems

@@ -2,9 +2,15 @@
 
 ``softmax(Q K^T / sqrt(d) + bias)`` restricted to the keys a mask allows, applied to ``V``.
 Single sequences, rows as tokens; ``jax.vmap`` adds batch and head axes.
+
+Chapter 6: :func:`chunked_attention`, the same function computed in chunks so that no
+``Tq x Tk`` array is ever built (Rabe & Staats, 2021).
 """
 
 from __future__ import annotations
+
+import functools
+import math
 
 import equinox as eqx
 import jax
@@ -136,3 +142,130 @@ class SelfAttention(eqx.Module):
         k = x @ self.w_k + self.b_k
         v = x @ self.w_v + self.b_v
         return scaled_dot_product_attention(q, k, v, mask=mask)
+
+
+# ---------------------------------------------------------------------------------------------
+# Chapter 6: memory-efficient attention
+
+
+def _chunk_summary(q_chunk, k_chunk, v_chunk, allowed):
+    """One query chunk against one key chunk, shifted by the chunk's own row maxima.
+
+    Returns ``(top, total, weighted)``: per query, the largest allowed score of the chunk (or the
+    lowest float when none is allowed), ``sum exp(s - top)`` and ``sum exp(s - top) v`` over the
+    allowed keys. Only ``(query_chunk, key_chunk)`` scores exist at a time.
+    """
+    scores = q_chunk @ k_chunk.T
+    lowest = jnp.finfo(scores.dtype).min
+    top = jax.lax.stop_gradient(jnp.max(jnp.where(allowed, scores, lowest), axis=-1))
+    # As in masked_softmax: masked entries are replaced before exp, so no inf or NaN appears.
+    weights = jnp.where(allowed, jnp.exp(jnp.where(allowed, scores - top[:, None], 0.0)), 0.0)
+    return top, jnp.sum(weights, axis=-1), weights @ v_chunk
+
+
+def _merge(carry, summary):
+    """Add a chunk's summary to the running ``(top, total, weighted)`` of the keys seen so far.
+
+    Both sums are rescaled to the larger of the two maxima (the "online softmax" recurrence), so
+    every partial sum has its largest term equal to 1 and nothing overflows. A running maximum
+    that is still the lowest float (no allowed key yet) meets a real one as ``exp(lowest - m)``,
+    which is 0: the empty sums stay empty.
+    """
+    top, total, weighted = carry
+    chunk_top, chunk_total, chunk_weighted = summary
+    new_top = jnp.maximum(top, chunk_top)
+    old_scale, chunk_scale = jnp.exp(top - new_top), jnp.exp(chunk_top - new_top)
+    return (new_top, total * old_scale + chunk_total * chunk_scale,
+            weighted * old_scale[:, None] + chunk_weighted * chunk_scale[:, None])
+
+
+@functools.partial(jax.jit, static_argnames=("query_chunk", "key_chunk", "causal"))
+def chunked_attention(
+    q: jnp.ndarray,
+    k: jnp.ndarray,
+    v: jnp.ndarray,
+    *,
+    query_chunk: int,
+    key_chunk: int,
+    mask: jnp.ndarray | None = None,
+    causal: bool = False,
+) -> jnp.ndarray:
+    """Scaled dot-product attention without the ``Tq x Tk`` matrices (Rabe & Staats, 2021).
+
+    The output equals ``scaled_dot_product_attention(q, k, v, mask)[0]`` (up to float rounding),
+    but the scores are computed ``query_chunk x key_chunk`` at a time. For each chunk of queries
+    (``jax.lax.map``), a ``jax.lax.scan`` runs over the chunks of keys and keeps, per query, the
+    running maximum of the scores, the running sum of their exponentials and the running weighted
+    sum of values, rescaling both sums whenever the maximum grows. Both loop bodies are wrapped in
+    ``jax.checkpoint``, so the backward pass recomputes each chunk's scores instead of storing them:
+    forward and backward need ``O(query_chunk * key_chunk)`` temporary memory for the scores plus
+    ``O(T d)`` for inputs, outputs and per-chunk running sums, never ``O(Tq Tk)``.
+
+    Args:
+        q: queries, shape ``(Tq, d)``.
+        k: keys, shape ``(Tk, d)``.
+        v: values, shape ``(Tk, dv)``.
+        query_chunk: queries per chunk (positive; clipped to ``Tq``).
+        key_chunk: keys per chunk (positive; clipped to ``Tk``). Lengths need not be multiples
+            of the chunk sizes: the inputs are padded and the padding keys masked out.
+        mask: optional boolean ``(Tq, Tk)``, True where query ``i`` may attend to key ``j``.
+            (A mask is itself ``Tq x Tk``; for causal attention use ``causal=True``, which builds
+            each chunk's mask from positions and stores nothing.)
+        causal: if True, query ``i`` sees keys ``j <= i`` only (combined with ``mask`` by "and").
+
+    Returns:
+        ``out`` of shape ``(Tq, dv)``. A query with no visible key gets a zero row (never NaN),
+        with finite gradients, as in :func:`scaled_dot_product_attention`.
+    """
+    _checks.ndim("q", q, 2, "(Tq, d)")
+    _checks.ndim("k", k, 2, "(Tk, d)")
+    _checks.ndim("v", v, 2, "(Tk, dv)")
+    if q.shape[1] != k.shape[1]:
+        raise ValueError(f"q and k must have the same feature size d, got q {q.shape} and k {k.shape}")
+    if v.shape[0] != k.shape[0]:
+        raise ValueError(f"k and v must have the same length Tk, got k {k.shape} and v {v.shape}")
+    query_chunk = _checks.positive_int("query_chunk", query_chunk)
+    key_chunk = _checks.positive_int("key_chunk", key_chunk)
+    (tq, d), (tk, dv) = q.shape, v.shape
+    if mask is not None:
+        _checks.shape("mask", mask, (tq, tk), "(Tq, Tk)")
+        if jnp.asarray(mask).dtype != jnp.bool_:
+            raise ValueError(f"mask must be boolean (True where a query may attend), got dtype "
+                             f"{jnp.asarray(mask).dtype}")
+
+    query_chunk, key_chunk = min(query_chunk, tq), min(key_chunk, tk)
+    n_q, n_k = math.ceil(tq / query_chunk), math.ceil(tk / key_chunk)
+    pad_q, pad_k = n_q * query_chunk - tq, n_k * key_chunk - tk
+    q = q / jnp.sqrt(jnp.asarray(d, dtype=q.dtype))  # scale once, (Tq, d), not the scores
+    q_chunks = jnp.pad(q, ((0, pad_q), (0, 0))).reshape(n_q, query_chunk, d)
+    k_chunks = jnp.pad(k, ((0, pad_k), (0, 0))).reshape(n_k, key_chunk, d)
+    v_chunks = jnp.pad(v, ((0, pad_k), (0, 0))).reshape(n_k, key_chunk, dv)
+    if mask is not None:  # (n_q, query_chunk, Tk + pad_k): a reshape, no copy of the mask's layout
+        mask = jnp.pad(mask, ((0, pad_q), (0, pad_k))).reshape(n_q, query_chunk, n_k * key_chunk)
+    key_offsets = jnp.arange(n_k) * key_chunk
+    lowest = jnp.finfo(q.dtype).min
+
+    @jax.checkpoint
+    def one_query_chunk(args):
+        q_chunk, q_start, mask_rows = args
+        query_pos = q_start + jnp.arange(query_chunk)
+
+        @jax.checkpoint  # the backward pass recomputes this chunk's scores instead of storing them
+        def one_key_chunk(carry, chunk):
+            k_chunk, v_chunk, k_start = chunk
+            key_pos = k_start + jnp.arange(key_chunk)
+            allowed = jnp.broadcast_to(key_pos < tk, (query_chunk, key_chunk))  # padding keys never
+            if causal:
+                allowed = allowed & (key_pos[None, :] <= query_pos[:, None])
+            if mask_rows is not None:
+                allowed = allowed & jax.lax.dynamic_slice_in_dim(mask_rows, k_start, key_chunk, axis=1)
+            return _merge(carry, _chunk_summary(q_chunk, k_chunk, v_chunk, allowed)), None
+
+        start = (jnp.full((query_chunk,), lowest, q.dtype), jnp.zeros((query_chunk,), q.dtype),
+                 jnp.zeros((query_chunk, dv), q.dtype))
+        (_, total, weighted), _ = jax.lax.scan(one_key_chunk, start, (k_chunks, v_chunks, key_offsets))
+        # A query with no visible key has total == 0 and weighted == 0: its output is 0.
+        return weighted / jnp.where(total > 0, total, 1.0)[:, None]
+
+    out = jax.lax.map(one_query_chunk, (q_chunks, jnp.arange(n_q) * query_chunk, mask))
+    return out.reshape(n_q * query_chunk, dv)[:tq]

@@ -1,0 +1,255 @@
+"""attnbook.attention.chunked_attention against scaled_dot_product_attention; attnbook.cost.
+
+Outputs and gradients must agree to 1e-5 for every mask, chunk size and length (chunk sizes that
+do not divide the lengths included); fully masked rows give zeros with finite gradients; and the
+temporary memory, from XLA's compiled memory analysis, must stay far below full attention's,
+forward and backward.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from attnbook import cost
+from attnbook.attention import chunked_attention, scaled_dot_product_attention
+
+jax.config.update("jax_enable_x64", False)
+
+
+def random_qkv(seed, tq=37, tk=53, d=8, dv=5, scale=1.0):
+    rng = np.random.default_rng(seed)
+    return tuple(jnp.asarray(scale * rng.normal(size=s), dtype=jnp.float32)
+                 for s in [(tq, d), (tk, d), (tk, dv)])
+
+
+def reference_mask(tq, tk, mask=None, causal=False):
+    """The mask scaled_dot_product_attention needs for chunked_attention's (mask, causal)."""
+    if causal:
+        allowed = jnp.tril(jnp.ones((tq, tk), dtype=bool))  # j <= i
+        mask = allowed if mask is None else mask & allowed
+    return mask
+
+
+def loss(f):
+    """A scalar whose gradient involves every output entry differently."""
+    def scalar(q, k, v):
+        out = f(q, k, v)
+        return jnp.sum(jnp.sin(3.0 * out) * jnp.arange(out.size).reshape(out.shape) / 100)
+
+    return scalar
+
+
+def assert_same(q, k, v, *, query_chunk, key_chunk, mask=None, causal=False, atol=1e-5, rtol=1e-7):
+    tq, tk = q.shape[0], k.shape[0]
+    ref_mask = reference_mask(tq, tk, mask, causal)
+    chunked = lambda q, k, v: chunked_attention(q, k, v, query_chunk=query_chunk, key_chunk=key_chunk,
+                                                mask=mask, causal=causal)
+    full = lambda q, k, v: scaled_dot_product_attention(q, k, v, mask=ref_mask)[0]
+    np.testing.assert_allclose(chunked(q, k, v), full(q, k, v), atol=atol, rtol=rtol)
+    grads = jax.grad(loss(chunked), argnums=(0, 1, 2))(q, k, v)
+    ref_grads = jax.grad(loss(full), argnums=(0, 1, 2))(q, k, v)
+    for name, g, r in zip("qkv", grads, ref_grads):
+        assert np.isfinite(np.asarray(g)).all(), name
+        np.testing.assert_allclose(g, r, atol=atol, rtol=rtol, err_msg=f"gradient with respect to {name}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Equal to full attention
+
+
+@pytest.mark.parametrize("query_chunk,key_chunk", [(8, 16), (1, 1), (5, 7), (37, 53), (64, 100), (16, 53)])
+def test_matches_full_attention_without_mask(query_chunk, key_chunk):
+    q, k, v = random_qkv(0)  # 37 queries, 53 keys: few chunk sizes divide them
+    assert_same(q, k, v, query_chunk=query_chunk, key_chunk=key_chunk)
+
+
+@pytest.mark.parametrize("query_chunk,key_chunk", [(8, 16), (3, 11), (64, 64)])
+def test_matches_full_attention_with_mask(query_chunk, key_chunk):
+    q, k, v = random_qkv(1)
+    mask = jnp.asarray(np.random.default_rng(11).random((37, 53)) < 0.3)
+    assert_same(q, k, v, query_chunk=query_chunk, key_chunk=key_chunk, mask=mask)
+
+
+@pytest.mark.parametrize("query_chunk,key_chunk", [(8, 8), (4, 12), (1, 40), (40, 1), (13, 7)])
+def test_matches_full_attention_causal(query_chunk, key_chunk):
+    q, k, v = random_qkv(2, tq=40, tk=40)
+    assert_same(q, k, v, query_chunk=query_chunk, key_chunk=key_chunk, causal=True)
+    mask = jnp.asarray(np.random.default_rng(12).random((40, 40)) < 0.5)
+    assert_same(q, k, v, query_chunk=query_chunk, key_chunk=key_chunk, causal=True, mask=mask)
+
+
+def test_causal_with_more_keys_than_queries():
+    q, k, v = random_qkv(3, tq=9, tk=21)  # query i sees keys j <= i, as jax.nn's is_causal does
+    assert_same(q, k, v, query_chunk=4, key_chunk=5, causal=True)
+
+
+def test_large_scores_do_not_overflow():
+    # Scores of a few hundred overflow exp() unless every chunk is shifted by its running maximum.
+    # Such scores carry float32 rounding errors of ~1e-4 in absolute terms, and the nearly one-hot
+    # softmax passes them on: compare with a tolerance relative to the largest entry.
+    (q, k), v = random_qkv(4, scale=12.0)[:2], random_qkv(4)[2]
+    chunked = lambda q, k, v: chunked_attention(q, k, v, query_chunk=8, key_chunk=8)
+    full = lambda q, k, v: scaled_dot_product_attention(q, k, v)[0]
+    pairs = [(chunked(q, k, v), full(q, k, v))] + list(zip(jax.grad(loss(chunked), argnums=(0, 1, 2))(q, k, v),
+                                                          jax.grad(loss(full), argnums=(0, 1, 2))(q, k, v)))
+    for a, b in pairs:
+        assert np.isfinite(np.asarray(a)).all()
+        np.testing.assert_allclose(a, b, atol=1e-3 * float(jnp.max(jnp.abs(b))))
+
+
+def test_value_size_may_differ_and_single_tokens():
+    q, k, v = random_qkv(5, tq=1, tk=1, d=3, dv=6)
+    assert_same(q, k, v, query_chunk=4, key_chunk=4)
+    q, k, v = random_qkv(6, tq=1, tk=30, d=3, dv=2)
+    assert_same(q, k, v, query_chunk=1, key_chunk=7)
+
+
+def test_batches_and_heads_by_vmap():
+    rng = np.random.default_rng(7)
+    q, k, v = (jnp.asarray(rng.normal(size=(2, 3, 20, 4)), dtype=jnp.float32) for _ in range(3))
+    chunked = jax.vmap(jax.vmap(lambda q, k, v: chunked_attention(q, k, v, query_chunk=6, key_chunk=8)))
+    full = jax.vmap(jax.vmap(lambda q, k, v: scaled_dot_product_attention(q, k, v)[0]))
+    np.testing.assert_allclose(chunked(q, k, v), full(q, k, v), atol=1e-5)
+
+
+# ---------------------------------------------------------------------------------------------
+# Fully masked rows
+
+
+@pytest.mark.parametrize("query_chunk,key_chunk", [(4, 4), (3, 53), (37, 5)])
+def test_fully_masked_rows_give_zeros_and_finite_gradients(query_chunk, key_chunk):
+    q, k, v = random_qkv(8)
+    mask = np.random.default_rng(13).random((37, 53)) < 0.4
+    mask[[0, 5, 36]] = False  # three queries see nothing
+    mask[7, :] = False
+    mask[7, 50] = True  # one query sees only a key in the last (padded) chunk
+    mask = jnp.asarray(mask)
+    out = chunked_attention(q, k, v, query_chunk=query_chunk, key_chunk=key_chunk, mask=mask)
+    assert np.all(np.asarray(out)[[0, 5, 36]] == 0.0)
+    assert np.isfinite(np.asarray(out)).all()
+    assert_same(q, k, v, query_chunk=query_chunk, key_chunk=key_chunk, mask=mask)
+    # And with huge scores: the empty rows must stay exactly 0, never NaN.
+    q, k, v = random_qkv(9, scale=30.0)
+    out = chunked_attention(q, k, v, query_chunk=query_chunk, key_chunk=key_chunk, mask=mask)
+    assert np.all(np.asarray(out)[[0, 5, 36]] == 0.0) and np.isfinite(np.asarray(out)).all()
+    grads = jax.grad(lambda q, k, v: jnp.sum(chunked_attention(
+        q, k, v, query_chunk=query_chunk, key_chunk=key_chunk, mask=mask) ** 2), argnums=(0, 1, 2))(q, k, v)
+    assert all(np.isfinite(np.asarray(g)).all() for g in grads)
+    assert np.all(np.asarray(grads[0])[[0, 5, 36]] == 0.0)
+
+
+def test_everything_masked():
+    q, k, v = random_qkv(10, tq=6, tk=9)
+    mask = jnp.zeros((6, 9), dtype=bool)
+    out = chunked_attention(q, k, v, query_chunk=4, key_chunk=4, mask=mask)
+    assert np.all(np.asarray(out) == 0.0)
+    grads = jax.grad(lambda q: jnp.sum(chunked_attention(q, k, v, query_chunk=4, key_chunk=4, mask=mask)))(q)
+    assert np.all(np.asarray(grads) == 0.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Bad arguments: the message names the argument, what was expected and what was received
+
+
+def message(excinfo):
+    return str(excinfo.value)
+
+
+@pytest.mark.parametrize("name", ["query_chunk", "key_chunk"])
+@pytest.mark.parametrize("value", [0, -3, 2.5, True])
+def test_bad_chunk_sizes(name, value):
+    q, k, v = random_qkv(0, tq=4, tk=4)
+    sizes = {"query_chunk": 2, "key_chunk": 2, name: value}
+    with pytest.raises(ValueError) as e:
+        chunked_attention(q, k, v, **sizes)
+    assert name in message(e) and "positive integer" in message(e) and repr(value) in message(e)
+
+
+def test_bad_shapes_and_masks():
+    q, k, v = random_qkv(0, tq=4, tk=6, d=3, dv=2)
+    chunks = {"query_chunk": 2, "key_chunk": 2}
+    with pytest.raises(ValueError) as e:
+        chunked_attention(q[0], k, v, **chunks)
+    assert "q" in message(e) and "(Tq, d)" in message(e) and "(3,)" in message(e)
+    with pytest.raises(ValueError) as e:
+        chunked_attention(q, k[:, :2], v, **chunks)
+    assert "feature size" in message(e) and "(4, 3)" in message(e) and "(6, 2)" in message(e)
+    with pytest.raises(ValueError) as e:
+        chunked_attention(q, k, v[:5], **chunks)
+    assert "Tk" in message(e) and "(6, 3)" in message(e) and "(5, 2)" in message(e)
+    with pytest.raises(ValueError) as e:
+        chunked_attention(q, k, v, mask=jnp.ones((6, 4), dtype=bool), **chunks)
+    assert "mask" in message(e) and "(Tq, Tk)" in message(e) and "(4, 6)" in message(e) and "(6, 4)" in message(e)
+    with pytest.raises(ValueError) as e:
+        chunked_attention(q, k, v, mask=jnp.zeros((4, 6)), **chunks)
+    assert "mask" in message(e) and "boolean" in message(e) and "float32" in message(e)
+
+
+# ---------------------------------------------------------------------------------------------
+# Memory, from XLA's compiled memory analysis (nothing is run, so T = 16384 costs only a compile)
+
+T_LARGE = 16384
+CHUNKS = {"query_chunk": 1024, "key_chunk": 1024}
+
+
+def specs(length, d=64):
+    return [jax.ShapeDtypeStruct((length, d), jnp.float32)] * 3
+
+
+def full_attention(q, k, v):
+    return scaled_dot_product_attention(q, k, v)[0]
+
+
+def chunked(q, k, v):
+    return chunked_attention(q, k, v, **CHUNKS)
+
+
+def forward_backward(f):
+    return lambda q, k, v: jax.grad(lambda q, k, v: jnp.sum(f(q, k, v) ** 2), argnums=(0, 1, 2))(q, k, v)
+
+
+def test_analysis_sees_the_score_matrix():
+    # With every buffer visible, full attention must show at least one T x T float32 matrix:
+    # otherwise the comparisons below would compare with a figure that hides it.
+    seen = cost.temporary_bytes(full_attention, *specs(T_LARGE))
+    assert seen >= T_LARGE**2 * 4
+
+
+def test_forward_memory_is_20_times_smaller():
+    full = cost.temporary_bytes(full_attention, *specs(T_LARGE))
+    small = cost.temporary_bytes(chunked, *specs(T_LARGE))
+    assert full / small >= 20, (full, small)
+
+
+def test_forward_backward_memory_stays_small():
+    full = cost.temporary_bytes(forward_backward(full_attention), *specs(T_LARGE))
+    small = cost.temporary_bytes(forward_backward(chunked), *specs(T_LARGE))
+    assert full / small >= 20, (full, small)
+    # Linear, not quadratic: 4 times longer sequences need less than 5 times the memory.
+    quarter = cost.temporary_bytes(forward_backward(chunked), *specs(T_LARGE // 4))
+    assert small / quarter < 5, (small, quarter)
+
+
+def test_checkpoint_is_what_keeps_the_backward_pass_small(monkeypatch):
+    # Without jax.checkpoint, reverse-mode stores every chunk's weights: the T x T matrix again.
+    with_checkpoint = cost.temporary_bytes(forward_backward(chunked), *specs(8192))
+    monkeypatch.setattr(jax, "checkpoint", lambda f, **options: f)
+    unjitted = chunked_attention.__wrapped__  # the jit cache would return the checkpointed trace
+    without = cost.temporary_bytes(forward_backward(lambda q, k, v: unjitted(q, k, v, **CHUNKS)), *specs(8192))
+    assert without >= 8192**2 * 4 > 10 * with_checkpoint, (without, with_checkpoint)
+
+
+# ---------------------------------------------------------------------------------------------
+# attnbook.cost
+
+
+def test_cost_helpers():
+    f = lambda x: jnp.sum(jnp.outer(x, x) ** 2)  # a 512 x 512 temporary, unless fused away
+    x = jnp.arange(512, dtype=jnp.float32)
+    assert isinstance(cost.temporary_bytes(f, x), int)
+    assert cost.temporary_bytes(f, jax.ShapeDtypeStruct((512,), jnp.float32)) == cost.temporary_bytes(f, x)
+    seconds = cost.median_seconds(jax.jit(f), x, repeats=3)
+    assert 0 < seconds < 1
+    with pytest.raises(ValueError, match="repeats"):
+        cost.median_seconds(jax.jit(f), x, repeats=0)

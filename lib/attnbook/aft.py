@@ -116,10 +116,11 @@ def _banded(k, v, bias, offsets: Sequence[int], causal: bool):
     offsets are then <= 0).
 
     This is the decomposition of the paper's Eq. 6 with every term non-negative: the sum over the band
-    (``conv1d(exp(K) V, exp(w))``, here ``len(offsets)`` shifted multiply-adds) plus the sum over the
-    keys outside the band, which is a prefix sum (keys before the band) and, without ``causal``, a
-    suffix sum (keys after it). Each row is divided by its own largest term, found from the band's
-    exponents and the running maxima of the prefix and suffix sums. Time ``O(T len(offsets) H G)``,
+    (``conv1d(exp(K) V, exp(w))``) plus the sum over the keys outside the band, which is a prefix sum
+    (keys before the band) and, without ``causal``, a suffix sum (keys after it). Each row is divided by
+    its own largest term, found from the band's exponents and the running maxima of the prefix and
+    suffix sums. A convolution with a fixed filter cannot rescale row by row, so the band's sum is
+    formed from the ``len(offsets)`` shifted copies of ``K`` and ``V`` that the filter would combine. Time ``O(T len(offsets) H G)``,
     memory ``O(T (len(offsets) H + H G))``.
     """
     length = k.shape[0]

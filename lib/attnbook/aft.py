@@ -120,8 +120,8 @@ def _banded(k, v, bias, offsets: Sequence[int], causal: bool):
     (keys before the band) and, without ``causal``, a suffix sum (keys after it). Each row is divided by
     its own largest term, found from the band's exponents and the running maxima of the prefix and
     suffix sums. A convolution with a fixed filter cannot rescale row by row, so the band's sum is
-    formed from the ``len(offsets)`` shifted copies of ``K`` and ``V`` that the filter would combine. Time ``O(T len(offsets) H G)``,
-    memory ``O(T (len(offsets) H + H G))``.
+    formed from the ``len(offsets)`` shifted copies of ``K`` and ``V`` that the filter would combine.
+    Time ``O(T len(offsets) H G)``, memory ``O(T (len(offsets) H + H G))``.
     """
     length = k.shape[0]
     lowest = jnp.finfo(k.dtype).min

@@ -1,0 +1,342 @@
+"""What attention costs on this machine: wall time and temporary memory against sequence length.
+
+For T = 128, 256, ... (powers of two) and for seven token-mixing functions of one sequence
+(d = 64 features, float32, no mask):
+
+    attention    attnbook.attention.scaled_dot_product_attention (the output; weights unused)
+    jax.nn       jax.nn.dot_product_attention, one batch and one head: (1, T, 1, d)
+    chunked      attnbook.attention.chunked_attention, query and key chunks of 1024
+    aft-full     attnbook.aft.aft_full with a (T, T) position bias
+    aft-local    attnbook.aft.aft_local, window 32 (|t - t'| < 32), same (T, T) bias
+    aft-simple   attnbook.aft.aft_simple
+    aft-conv     attnbook.aft.aft_conv, 8 heads of 8 channels, kernel of 63 offsets
+
+each in two modes: the forward pass, and forward + backward (the gradient of sum(out**2) with
+respect to q, k and v; biases and kernels are held fixed). Measured:
+
+* time: compiled, one warm-up run, then the median of 7 runs (5 when a run takes over 0.2 s, 3 over
+  a second), each ended by jax.block_until_ready;
+* temporary memory: XLA's compiled memory analysis (temp_size_in_bytes), compiled with every
+  buffer visible to the analysis (attnbook.cost.ALL_BUFFERS) and, for the timed programs, also as
+  compiled by default (on the CPU, XLA hands large fused computations to YNNPACK, whose scratch
+  memory the analysis does not see);
+* a cross-check of the analysis against the operating system: the growth of the peak resident
+  memory of a fresh process during one forward call at T = 16384.
+
+The memory analysis needs no run, so it is recorded for every T up to the largest. A run is
+skipped, and recorded as skipped, when its predicted time exceeds --max-run-seconds (from the
+previous length and the method's growth) or its memory (temporary + inputs + outputs) exceeds
+--max-memory-gib, or when the whole benchmark has used up --budget-minutes.
+
+    python bench/attention_cost.py                 # about 10 minutes; writes bench/results/
+    python bench/attention_cost.py --quick         # T up to 2048, for trying the script
+
+Writes bench/results/attention_cost.csv (one row per method, mode and T),
+bench/results/attention_cost_chunks.csv (chunk sizes of chunked attention at one T) and
+bench/results/attention_cost.json (the machine, the settings, the cross-check), then prints tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime
+import json
+import math
+import os
+import pathlib
+import platform
+import subprocess
+import sys
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from attnbook import aft, cost
+from attnbook.attention import chunked_attention, scaled_dot_product_attention
+
+HERE = pathlib.Path(__file__).resolve().parent
+RESULTS = HERE / "results"
+D = 64  # features per token (one head)
+CHUNK = 1024  # query and key chunk of chunked attention
+WINDOW = 32  # AFT-local: |t - t'| < 32, a band of 63 offsets
+HEADS, KERNEL = 8, 63  # AFT-conv: 8 heads of 8 channels, a centred kernel of 63 offsets
+MODES = ("forward", "forward+backward")
+
+
+# ---------------------------------------------------------------------------------------------
+# The functions and their inputs
+
+
+def method_table():
+    """name -> (function, input shapes for length T, nominal growth exponent of the time)."""
+    qkv = lambda t: [(t, D), (t, D), (t, D)]
+    return {
+        "attention": (lambda q, k, v: scaled_dot_product_attention(q, k, v)[0], qkv, 2),
+        "jax.nn": (lambda q, k, v: jax.nn.dot_product_attention(q[None, :, None], k[None, :, None],
+                                                                v[None, :, None])[0, :, 0], qkv, 2),
+        "chunked": (lambda q, k, v: chunked_attention(q, k, v, query_chunk=CHUNK, key_chunk=CHUNK), qkv, 2),
+        "aft-full": (lambda q, k, v, w: aft.aft_full(q, k, v, w), lambda t: qkv(t) + [(t, t)], 2),
+        "aft-local": (lambda q, k, v, w: aft.aft_local(q, k, v, w, WINDOW), lambda t: qkv(t) + [(t, t)], 1),
+        "aft-simple": (lambda q, k, v: aft.aft_simple(q, k, v), qkv, 1),
+        "aft-conv": (lambda q, k, v, kernel: aft.aft_conv(q, k, v, kernel),
+                     lambda t: [(t, D), (t, HEADS), (t, D), (HEADS, KERNEL)], 1),
+    }
+
+
+def in_mode(f, mode: str):
+    """The forward function, or the gradient of sum(out**2) with respect to its first three inputs."""
+    if mode == "forward":
+        return f
+    return jax.grad(lambda *a: jnp.sum(f(*a) ** 2), argnums=(0, 1, 2))
+
+
+def make_inputs(shapes, seed: int = 0):
+    """float32 inputs: N(0, 1) queries, keys and values, N(0, 0.1^2) biases and kernels."""
+    rng = np.random.default_rng(seed)
+    arrays = []
+    for i, shape in enumerate(shapes):
+        scale = 1.0 if i < 3 else 0.1
+        arrays.append(jnp.asarray(scale * rng.standard_normal(shape, dtype=np.float32)))
+    return arrays
+
+
+# ---------------------------------------------------------------------------------------------
+# Measuring one combination
+
+
+def analyse(f, specs) -> dict:
+    """XLA's memory analysis of ``f`` compiled with every buffer visible (nothing is run)."""
+    visible = cost.compiled(f, *specs, all_buffers=True).memory_analysis()
+    return {"temp_bytes": int(visible.temp_size_in_bytes), "temp_bytes_default": "",
+            "argument_bytes": int(visible.argument_size_in_bytes), "output_bytes": int(visible.output_size_in_bytes)}
+
+
+def time_it(f, arrays) -> dict:
+    """Compile ``f`` as JAX does by default, run it, and take the median time; also that program's analysis."""
+    start = time.perf_counter()
+    program = cost.compiled(f, *arrays)
+    compile_seconds = time.perf_counter() - start
+    start = time.perf_counter()
+    jax.block_until_ready(program(*arrays))  # warm-up
+    first = time.perf_counter() - start
+    repeats = 7 if first < 0.2 else 5 if first < 1.0 else 3
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        jax.block_until_ready(program(*arrays))
+        times.append(time.perf_counter() - start)
+    return {"seconds": float(np.median(times)), "seconds_min": float(np.min(times)), "runs": repeats,
+            "compile_seconds": compile_seconds,
+            "temp_bytes_default": int(program.memory_analysis().temp_size_in_bytes)}
+
+
+def run_series(lengths, args, started: float) -> list[dict]:
+    rows = []
+    previous_slope = {}  # (method, mode) -> growth exponent of the time between the last two lengths
+    for name, (f, shapes, exponent) in method_table().items():
+        for mode in MODES:
+            g = in_mode(f, mode)
+            previous = None  # (T, seconds) of the last timed length
+            stop = None  # once a length is skipped for time or memory, the longer ones are too
+            for t in lengths:
+                specs = [jax.ShapeDtypeStruct(s, jnp.float32) for s in shapes(t)]
+                row = {"method": name, "mode": mode, "T": t, "d": D, **analyse(g, specs)}
+                total_gib = (row["temp_bytes"] + row["argument_bytes"] + row["output_bytes"]) / 2**30
+                if previous is not None:
+                    t0, s0 = previous
+                    predicted = s0 * (t / t0) ** max(exponent, previous_slope.get((name, mode), exponent))
+                else:
+                    predicted = 0.0
+                if stop is None and total_gib > args.max_memory_gib:
+                    stop = "skipped: memory"
+                if stop is None and predicted > args.max_run_seconds:
+                    stop = "skipped: time"
+                if stop is None and time.perf_counter() - started > 60 * args.budget_minutes:
+                    stop = "skipped: budget"
+                if stop is not None:
+                    row.update(status=stop, seconds="", seconds_min="", runs=0, compile_seconds="")
+                else:
+                    row.update(status="measured", **time_it(g, make_inputs(shapes(t))))
+                    if previous is not None:  # the growth seen so far, to predict the next length
+                        previous_slope[(name, mode)] = math.log(row["seconds"] / previous[1]) / math.log(t / previous[0])
+                    previous = (t, row["seconds"])
+                rows.append(row)
+                measured = row["status"] == "measured"
+                shown = f"{row['seconds'] * 1e3:10.2f} ms" if measured else f"{row['status']:>13}"
+                default = f"  (default {row['temp_bytes_default'] / 2**20:8.1f})" if measured else ""
+                print(f"{name:>10} {mode:>16} T={t:>6} {shown}  temp {row['temp_bytes'] / 2**20:10.1f} MiB{default}"
+                      f"  [{time.perf_counter() - started:5.0f} s]", flush=True)
+    return rows
+
+
+def run_chunk_sweep(length: int, sizes) -> list[dict]:
+    """Chunked attention at one length for several chunk sizes: what memory buys in time."""
+    rows = []
+    for query_chunk, key_chunk in sizes:
+        f = lambda q, k, v: chunked_attention(q, k, v, query_chunk=query_chunk, key_chunk=key_chunk)
+        for mode in MODES:
+            g = in_mode(f, mode)
+            specs = [jax.ShapeDtypeStruct((length, D), jnp.float32)] * 3
+            row = {"query_chunk": query_chunk, "key_chunk": key_chunk, "mode": mode, "T": length, "d": D,
+                   **analyse(g, specs), **time_it(g, make_inputs([(length, D)] * 3))}
+            rows.append(row)
+            print(f"chunks {query_chunk:>5} x {key_chunk:<5} {mode:>16} T={length}: {row['seconds'] * 1e3:9.1f} ms"
+                  f"  temp {row['temp_bytes'] / 2**20:8.1f} MiB", flush=True)
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------
+# Cross-check: the operating system's view of one forward call, in a fresh process
+
+
+def _status_kib(field: str) -> int:
+    """A memory figure of this process from /proc/self/status (VmRSS: now, VmHWM: the peak), in KiB."""
+    with open("/proc/self/status", encoding="utf-8") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith(field + ":"))
+
+
+def rss_worker(name: str, length: int, all_buffers: bool) -> None:
+    """(Runs in a child process.) Print the growth of peak resident memory during one call.
+
+    The peak is VmHWM of /proc/self/status, reset to the current size just before the call by
+    writing 5 to /proc/self/clear_refs (getrusage's ru_maxrss would not do: a child process
+    starts with its parent's peak).
+    """
+    f, shapes, _ = method_table()[name]
+    arrays = make_inputs(shapes(length))
+    program = cost.compiled(f, *arrays, all_buffers=all_buffers)
+    analysed = program.memory_analysis().temp_size_in_bytes
+    with open("/proc/self/clear_refs", "w", encoding="utf-8") as handle:
+        handle.write("5")
+    before = _status_kib("VmRSS")
+    jax.block_until_ready(program(*arrays))
+    peak = _status_kib("VmHWM")
+    print(json.dumps({"method": name, "T": length, "all_buffers": all_buffers,
+                      "peak_rss_growth_bytes": (peak - before) * 1024, "analysed_temp_bytes": int(analysed)}))
+
+
+def rss_check(length: int) -> list[dict]:
+    results = []
+    for name, all_buffers in [("attention", False), ("attention", True), ("jax.nn", False), ("chunked", False)]:
+        command = [sys.executable, str(pathlib.Path(__file__).resolve()), "--rss-worker", name, str(length)]
+        if all_buffers:
+            command.append("--all-buffers")
+        out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+        results.append(json.loads(out.strip().splitlines()[-1]))
+        r = results[-1]
+        print(f"{name:>10} ({'all buffers' if all_buffers else 'default'}) T={length}: peak RSS +"
+              f"{r['peak_rss_growth_bytes'] / 2**20:.0f} MiB, analysis {r['analysed_temp_bytes'] / 2**20:.0f} MiB",
+              flush=True)
+    return results
+
+
+# ---------------------------------------------------------------------------------------------
+# The machine
+
+
+def machine() -> dict:
+    info = {}
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name" and "cpu_model" not in info:
+                    info["cpu_model"] = value.strip()
+    except OSError:
+        info["cpu_model"] = platform.processor() or "unknown"
+    try:
+        with open("/proc/meminfo", encoding="utf-8") as f:
+            total_kib = next(int(line.split()[1]) for line in f if line.startswith("MemTotal"))
+        info["memory_gib"] = round(total_kib / 2**20, 1)
+    except (OSError, StopIteration):
+        pass
+    info["cores"] = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    info.update(platform=platform.platform(), python=platform.python_version(), jax=jax.__version__,
+                jaxlib=jax.lib.__version__ if hasattr(jax.lib, "__version__") else "", backend=jax.default_backend(),
+                xla_flags=os.environ.get("XLA_FLAGS", ""))
+    return info
+
+
+def write_csv(path: pathlib.Path, rows: list[dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def print_table(rows: list[dict], mode: str, field: str, scale: float, unit: str) -> None:
+    methods = list(dict.fromkeys(r["method"] for r in rows))
+    lengths = sorted({r["T"] for r in rows})
+    cell = {(r["method"], r["T"]): r for r in rows if r["mode"] == mode}
+    print(f"\n{mode}: {field} ({unit}); '-' = not run")
+    print(f"{'T':>7} " + " ".join(f"{m:>11}" for m in methods))
+    for t in lengths:
+        values = []
+        for m in methods:
+            r = cell.get((m, t))
+            v = None if r is None or r[field] == "" else r[field] * scale
+            values.append(f"{'-':>11}" if v is None else f"{v:11.3g}")
+        print(f"{t:>7} " + " ".join(values))
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="T up to 2048 and no cross-check (a trial run)")
+    parser.add_argument("--max-length", type=int, default=131072)
+    parser.add_argument("--max-run-seconds", type=float, default=4.0, help="skip runs predicted to take longer")
+    parser.add_argument("--max-memory-gib", type=float, default=4.0, help="skip runs that need more memory")
+    parser.add_argument("--budget-minutes", type=float, default=8.0, help="stop timing after this long")
+    parser.add_argument("--out", type=pathlib.Path, default=RESULTS / "attention_cost.csv")
+    parser.add_argument("--rss-worker", nargs=2, metavar=("METHOD", "T"), help=argparse.SUPPRESS)
+    parser.add_argument("--all-buffers", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.rss_worker:
+        rss_worker(args.rss_worker[0], int(args.rss_worker[1]), args.all_buffers)
+        return 0
+
+    max_length = 2048 if args.quick else args.max_length
+    lengths = [2**i for i in range(7, int(math.log2(max_length)) + 1)]
+    started = time.perf_counter()
+    load_before = os.getloadavg()
+    date = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    print(f"T = {lengths[0]} .. {lengths[-1]}; load average {load_before[0]:.2f}", flush=True)
+
+    rows = run_series(lengths, args, started)
+    sweep_length = 1024 if args.quick else 8192
+    sweep = run_chunk_sweep(sweep_length, [(256, 256), (512, 512), (1024, 1024), (1024, 4096)])
+    rss = [] if args.quick else rss_check(16384)
+    seconds = time.perf_counter() - started
+    load_after = os.getloadavg()
+
+    out = args.out
+    write_csv(out, rows)
+    write_csv(out.with_name(out.stem + "_chunks.csv"), sweep)
+    meta = {
+        "machine": machine(),
+        "date": date,
+        "duration_seconds": round(seconds, 1),
+        "load_average_1min": {"before": round(load_before[0], 2), "after": round(load_after[0], 2)},
+        "settings": {"d": D, "dtype": "float32", "chunk": CHUNK, "aft_local_window": WINDOW,
+                     "aft_conv_heads": HEADS, "aft_conv_kernel": KERNEL, "lengths": lengths,
+                     "max_run_seconds": args.max_run_seconds, "max_memory_gib": args.max_memory_gib,
+                     "budget_minutes": args.budget_minutes, "all_buffers_options": cost.ALL_BUFFERS,
+                     "gradient": "of sum(out**2) with respect to q, k and v",
+                     "timing": "compiled, one warm-up run, median of 7 runs (5 if a run takes over 0.2 s, 3 over 1 s)"},
+        "rss_check": rss,
+    }
+    out.with_suffix(".json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+
+    for mode in MODES:
+        print_table(rows, mode, "seconds", 1e3, "ms")
+        print_table(rows, mode, "temp_bytes", 2**-20, "MiB of temporary memory, analysis")
+    print(f"\nwrote {out}, {out.with_name(out.stem + '_chunks.csv').name} and {out.with_suffix('.json').name}; "
+          f"{seconds / 60:.1f} minutes, load average {load_before[0]:.2f} before and {load_after[0]:.2f} after")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

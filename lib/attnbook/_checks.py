@@ -7,9 +7,11 @@ under ``jax.jit`` and ``jax.vmap``, so these checks cost nothing at run time.
 
 from __future__ import annotations
 
+import functools
 import numbers
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 
@@ -43,3 +45,13 @@ def shape(name: str, x, expected: tuple[int, ...], meaning: str) -> None:
 def is_concrete(x) -> bool:
     """True when ``x`` holds values (not a tracer inside ``jit``/``vmap``), so values can be checked."""
     return not isinstance(x, jax.core.Tracer)
+
+
+@functools.partial(jax.jit, static_argnums=(1, 2))
+def uniform_init(key: jax.Array, shapes: tuple[tuple[int, ...], ...], fan_in: int) -> tuple[jax.Array, ...]:
+    """Arrays of the given shapes from Uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)), one split key each.
+
+    Jitted as a whole: drawn eagerly, every new shape would compile its own random-number kernel.
+    """
+    keys = jax.random.split(key, len(shapes))
+    return tuple(jax.random.uniform(k, s, minval=-1.0, maxval=1.0) / jnp.sqrt(fan_in) for k, s in zip(keys, shapes))

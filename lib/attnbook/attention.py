@@ -119,12 +119,9 @@ class SelfAttention(eqx.Module):
         d_in = _checks.positive_int("d_in", d_in)
         d_attn = _checks.positive_int("d_attn", d_attn)
         d_out = _checks.positive_int("d_out", d_out)
-        keys = jax.random.split(key, 6)
+        shapes = ((d_in, d_attn), (d_attn,), (d_in, d_attn), (d_attn,), (d_in, d_out), (d_out,))
         # Uniform(-1/sqrt(d_in), 1/sqrt(d_in)), the default of eqx.nn.Linear: unit-scale outputs.
-        init = lambda k, shape: jax.random.uniform(k, shape, minval=-1.0, maxval=1.0) / jnp.sqrt(d_in)
-        self.w_q, self.b_q = init(keys[0], (d_in, d_attn)), init(keys[1], (d_attn,))
-        self.w_k, self.b_k = init(keys[2], (d_in, d_attn)), init(keys[3], (d_attn,))
-        self.w_v, self.b_v = init(keys[4], (d_in, d_out)), init(keys[5], (d_out,))
+        self.w_q, self.b_q, self.w_k, self.b_k, self.w_v, self.b_v = _checks.uniform_init(key, shapes, d_in)
         self.causal = causal
 
     def __call__(self, x: jax.Array, mask: jax.Array | None = None) -> tuple[jax.Array, jax.Array]:

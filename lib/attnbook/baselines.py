@@ -24,10 +24,7 @@ class LinearClassifier(eqx.Module):
         d_in = _checks.positive_int("d_in", d_in)
         num_classes = _checks.positive_int("num_classes", num_classes)
         fan_in = length * d_in
-        w_key, b_key = jax.random.split(key)
-        init = lambda k, shape: jax.random.uniform(k, shape, minval=-1.0, maxval=1.0) / jnp.sqrt(fan_in)
-        self.weight = init(w_key, (fan_in, num_classes))
-        self.bias = init(b_key, (num_classes,))
+        self.weight, self.bias = _checks.uniform_init(key, ((fan_in, num_classes), (num_classes,)), fan_in)
 
     def __call__(self, x: jax.Array) -> jax.Array:
         """``x`` of shape ``(T, d_in)`` -> logits of shape ``(num_classes,)``."""

@@ -93,26 +93,35 @@ def fit(
     test_data = None if test_data is None else tuple(jnp.asarray(a) for a in test_data)
     # Only floating-point leaves are trained; integer and boolean arrays (masks, indices) ride along.
     params, static = eqx.partition(model, eqx.is_inexact_array)
-    batches = minibatch_indices(key, num_examples, batch_size, steps).reshape(-1, eval_every, batch_size)
-    params, train_loss, test_loss = _run(params, static, loss_fn, optimizer, train_data, test_data, batches)
+    indices = minibatch_indices(key, num_examples, batch_size, steps).reshape(-1, eval_every, batch_size)
+    # Gathering the minibatches before the training program (memory: steps x batch_size examples,
+    # small in this book) makes that program independent of N, so runs on data sets of different
+    # sizes share one compilation.
+    batches = _gather(train_data, indices)
+    params, train_loss, test_loss = _run(params, static, loss_fn, optimizer, batches, test_data)
     history = History(np.asarray(train_loss), None if test_data is None else np.asarray(test_loss), eval_every)
     return eqx.combine(params, static), history
 
 
+@jax.jit
+def _gather(train_data, indices):
+    """``(steps // eval_every, eval_every, batch_size, ...)`` minibatches of every array."""
+    return tuple(a[indices] for a in train_data)
+
+
 @eqx.filter_jit
-def _run(params, static, loss_fn, optimizer, train_data, test_data, batches):
+def _run(params, static, loss_fn, optimizer, batches, test_data):
     def loss_of(params, *batch):
         return loss_fn(eqx.combine(params, static), *batch)
 
-    def step(carry, indices):
+    def step(carry, batch):
         params, opt_state = carry
-        batch = tuple(a[indices] for a in train_data)
         loss, grads = jax.value_and_grad(loss_of)(params, *batch)
         updates, opt_state = optimizer.update(grads, opt_state, params)
         params = optax.apply_updates(params, updates)
         return (params, opt_state), loss
 
-    def steps_then_test(carry, chunk):  # chunk: (eval_every, batch_size) indices
+    def steps_then_test(carry, chunk):  # chunk: eval_every minibatches
         carry, losses = jax.lax.scan(step, carry, chunk)
         test = loss_of(carry[0], *test_data) if test_data is not None else jnp.zeros(())
         return carry, (losses, test)

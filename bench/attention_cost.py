@@ -21,7 +21,9 @@ respect to q, k and v; biases and kernels are held fixed). Measured:
   compiled by default (on the CPU, XLA hands large fused computations to YNNPACK, whose scratch
   memory the analysis does not see);
 * a cross-check of the analysis against the operating system: the growth of the peak resident
-  memory of a fresh process during one forward call at T = 16384.
+  memory of a fresh process during one forward call at T = 16384;
+* the library's attention against jax.nn.dot_product_attention at T = 1024 and 4096 with the runs
+  of the two interleaved, so that both see the same load on a shared machine.
 
 The memory analysis needs no run, so it is recorded for every T up to the largest. A run is
 skipped, and recorded as skipped, when its predicted time exceeds --max-run-seconds (from the
@@ -29,7 +31,7 @@ previous length and the method's growth) or its memory (temporary + inputs + out
 --max-memory-gib, or when the whole benchmark has used up --budget-minutes.
 
     python bench/attention_cost.py                 # about 10 minutes; writes bench/results/
-    python bench/attention_cost.py --quick         # T up to 2048, for trying the script
+    python bench/attention_cost.py --quick         # T up to 2048, written to a temporary folder
 
 Writes bench/results/attention_cost.csv (one row per method, mode and T),
 bench/results/attention_cost_chunks.csv (chunk sizes of chunked attention at one T) and
@@ -48,6 +50,7 @@ import pathlib
 import platform
 import subprocess
 import sys
+import tempfile
 import time
 
 import jax
@@ -157,9 +160,10 @@ def run_series(lengths, args, started: float) -> list[dict]:
                 if stop is None and time.perf_counter() - started > 60 * args.budget_minutes:
                     stop = "skipped: budget"
                 if stop is not None:
-                    row.update(status=stop, seconds="", seconds_min="", runs=0, compile_seconds="")
+                    row.update(status=stop, seconds="", seconds_min="", runs=0, compile_seconds="", load_average="")
                 else:
-                    row.update(status="measured", **time_it(g, make_inputs(shapes(t))))
+                    row.update(status="measured", **time_it(g, make_inputs(shapes(t))),
+                               load_average=round(os.getloadavg()[0], 2))  # other jobs on the machine
                     if previous is not None:  # the growth seen so far, to predict the next length
                         previous_slope[(name, mode)] = math.log(row["seconds"] / previous[1]) / math.log(t / previous[0])
                     previous = (t, row["seconds"])
@@ -186,6 +190,35 @@ def run_chunk_sweep(length: int, sizes) -> list[dict]:
             print(f"chunks {query_chunk:>5} x {key_chunk:<5} {mode:>16} T={length}: {row['seconds'] * 1e3:9.1f} ms"
                   f"  temp {row['temp_bytes'] / 2**20:8.1f} MiB", flush=True)
     return rows
+
+
+def paired_comparison(lengths, rounds: int = 15) -> list[dict]:
+    """attnbook's attention against jax.nn.dot_product_attention, runs interleaved (A B, then B A, ...).
+
+    On a shared machine the load changes from minute to minute; alternating the two functions exposes
+    both to the same conditions, so their ratio is steadier than the ratio of two separate series.
+    """
+    table = method_table()
+    results = []
+    for t in lengths:
+        for mode in MODES:
+            arrays = make_inputs(table["attention"][1](t))
+            programs = {name: cost.compiled(in_mode(table[name][0], mode), *arrays) for name in ("attention", "jax.nn")}
+            for program in programs.values():
+                jax.block_until_ready(program(*arrays))  # warm-up
+            times = {name: [] for name in programs}
+            for i in range(rounds):
+                for name in (("attention", "jax.nn") if i % 2 == 0 else ("jax.nn", "attention")):
+                    start = time.perf_counter()
+                    jax.block_until_ready(programs[name](*arrays))
+                    times[name].append(time.perf_counter() - start)
+            medians = {name: float(np.median(v)) for name, v in times.items()}
+            results.append({"T": t, "mode": mode, "rounds": rounds, "attention_seconds": medians["attention"],
+                            "jax_nn_seconds": medians["jax.nn"], "ratio": medians["attention"] / medians["jax.nn"],
+                            "load_average": round(os.getloadavg()[0], 2)})
+            print(f"paired, T={t:>5} {mode:>16}: attnbook {medians['attention'] * 1e3:8.2f} ms, jax.nn "
+                  f"{medians['jax.nn'] * 1e3:8.2f} ms, ratio {results[-1]['ratio']:.2f}", flush=True)
+    return results
 
 
 # ---------------------------------------------------------------------------------------------
@@ -290,7 +323,8 @@ def main(argv=None) -> int:
     parser.add_argument("--max-run-seconds", type=float, default=4.0, help="skip runs predicted to take longer")
     parser.add_argument("--max-memory-gib", type=float, default=4.0, help="skip runs that need more memory")
     parser.add_argument("--budget-minutes", type=float, default=8.0, help="stop timing after this long")
-    parser.add_argument("--out", type=pathlib.Path, default=RESULTS / "attention_cost.csv")
+    parser.add_argument("--out", type=pathlib.Path, default=None,
+                        help="CSV to write (default: bench/results/attention_cost.csv; with --quick, a temporary folder)")
     parser.add_argument("--rss-worker", nargs=2, metavar=("METHOD", "T"), help=argparse.SUPPRESS)
     parser.add_argument("--all-buffers", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -299,6 +333,9 @@ def main(argv=None) -> int:
         return 0
 
     max_length = 2048 if args.quick else args.max_length
+    out = args.out
+    if out is None:  # a trial run must not overwrite the results chapter 6 reads
+        out = (pathlib.Path(tempfile.gettempdir()) / "attention_cost_quick" if args.quick else RESULTS) / "attention_cost.csv"
     lengths = [2**i for i in range(7, int(math.log2(max_length)) + 1)]
     started = time.perf_counter()
     load_before = os.getloadavg()
@@ -308,11 +345,11 @@ def main(argv=None) -> int:
     rows = run_series(lengths, args, started)
     sweep_length = 1024 if args.quick else 8192
     sweep = run_chunk_sweep(sweep_length, [(256, 256), (512, 512), (1024, 1024), (1024, 4096)])
+    paired = paired_comparison([1024] if args.quick else [1024, 4096])
     rss = [] if args.quick else rss_check(16384)
     seconds = time.perf_counter() - started
     load_after = os.getloadavg()
 
-    out = args.out
     write_csv(out, rows)
     write_csv(out.with_name(out.stem + "_chunks.csv"), sweep)
     meta = {
@@ -326,6 +363,7 @@ def main(argv=None) -> int:
                      "budget_minutes": args.budget_minutes, "all_buffers_options": cost.ALL_BUFFERS,
                      "gradient": "of sum(out**2) with respect to q, k and v",
                      "timing": "compiled, one warm-up run, median of 7 runs (5 if a run takes over 0.2 s, 3 over 1 s)"},
+        "paired_attention_vs_jax_nn": paired,
         "rss_check": rss,
     }
     out.with_suffix(".json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")

@@ -3,32 +3,50 @@
 #
 #   bash tools/build_site.sh
 #
-#   _site/index.html   sends a reader to en/ or ja/ (from site/index.html)
-#   _site/en/          quarto render --profile en
-#   _site/ja/          quarto render --profile ja
+#   _site/index.html        the language chooser (from site/index.html)
+#   _site/en/, _site/ja/    quarto render --profile en / ja
+#   _site/<lang>/chapters/<lang>/*.ipynb  the notebooks, which each chapter page links to for download
+#   .site-build.log         what Quarto printed (tests/test_site.py fails on any warning in it)
 #
 # Quarto renders the notebooks' stored outputs and never executes them (_quarto.yml), so this
-# needs Quarto and Jupyter but not the book's Python dependencies.
+# needs Quarto and Jupyter's notebook format but not the book's Python dependencies.
+# `bash tools/setup.sh site` installs Quarto (into .venv/bin).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
-
-if ! command -v quarto >/dev/null 2>&1; then
-  echo "build_site: quarto not found; install it (python -m pip install -e '.[site]'," \
-       "conda env create -f environment.yml, or https://quarto.org/docs/get-started/)" >&2
-  exit 1
+if [ -z "${QUARTO:-}" ]; then
+  if command -v quarto >/dev/null 2>&1; then QUARTO=quarto
+  elif [ -x .venv/bin/quarto ]; then QUARTO=.venv/bin/quarto
+  else
+    echo "build_site: quarto not found; run 'bash tools/setup.sh site' (or install Quarto:" \
+         "conda install -c conda-forge quarto, pip install quarto-cli, https://quarto.org/docs/get-started/)" >&2
+    exit 1
+  fi
 fi
 
+LOG=.site-build.log
+start=$(date +%s)
 # Each profile cleans only its own output-dir; start from nothing so no stale page survives.
 rm -rf _site
+: > "$LOG"
 for lang in en ja; do
   echo "build_site: rendering the '${lang}' edition"
-  quarto render --profile "${lang}"
+  # No colours: tests/test_site.py reads the log.
+  NO_COLOR=1 "$QUARTO" render --profile "${lang}" 2>&1 | tee -a "$LOG"
   test -f "_site/${lang}/index.html" || { echo "build_site: _site/${lang}/index.html is missing" >&2; exit 1; }
 done
 
-cp site/index.html _site/index.html
+# Each chapter page links to its notebook for download (site/notebook-links.lua).
+for lang in en ja; do
+  cp chapters/"${lang}"/*.ipynb "_site/${lang}/chapters/${lang}/"
+done
+
+# The chooser borrows the English edition's Bootstrap theme, whose file name carries a hash.
+css=$(cd _site/en/site_libs/bootstrap && ls bootstrap-*.min.css | head -1)
+test -n "$css" || { echo "build_site: no Bootstrap theme in _site/en/site_libs/bootstrap" >&2; exit 1; }
+sed "s/BOOTSTRAP_CSS/${css}/" site/index.html > _site/index.html
 # For publishing _site from a branch: tell GitHub Pages not to run Jekyll over it.
 touch _site/.nojekyll
 
-echo "build_site: site in $(pwd)/_site (open _site/index.html, _site/en/index.html or _site/ja/index.html)"
+echo "build_site: built both editions in $(( $(date +%s) - start )) s; open _site/index.html" \
+     "(or _site/en/index.html, _site/ja/index.html)"

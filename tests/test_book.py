@@ -9,6 +9,7 @@ the book has none.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -18,7 +19,7 @@ import pytest
 import yaml
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
-from tools import bookcheck, execute_notebooks, glossary, sync_code
+from tools import bookcheck, colab_cell, execute_notebooks, glossary, sync_code
 
 ROOT = Path(__file__).resolve().parent.parent
 BOOK_FILES = ("_quarto.yml", "_quarto-en.yml", "_quarto-ja.yml", "index.qmd", "pyproject.toml",
@@ -626,10 +627,21 @@ def test_execute_stops_on_failing_cell(tmp_path, monkeypatch):
 # Site assets that run outside Python, when their runtimes are installed
 
 
-@pytest.mark.skipif(shutil.which("pandoc") is None, reason="pandoc is not installed")
+def pandoc_command() -> list[str] | None:
+    """Pandoc on PATH, or the one Quarto bundles (`quarto pandoc`), as the site build uses."""
+    if shutil.which("pandoc"):
+        return ["pandoc"]
+    quarto = shutil.which("quarto") or ROOT / ".venv" / "bin" / "quarto"
+    return [str(quarto), "pandoc"] if Path(quarto).exists() else None
+
+
+@pytest.mark.skipif(pandoc_command() is None and os.environ.get("CI") != "true",
+                    reason="pandoc is not installed (bash tools/setup.sh site installs Quarto, which has it)")
 def test_east_asian_line_break_filter():
     text = "日本語の文です。\n次の文です。\nEnglish\n続き。\n\n- 項目の\n  続き\n"
-    run = lambda *args: subprocess.run(["pandoc", "-t", "html", *args], input=text, text=True,
+    pandoc = pandoc_command()
+    assert pandoc, "pandoc is missing under CI"
+    run = lambda *args: subprocess.run([*pandoc, "-t", "html", *args], input=text, text=True,
                                        capture_output=True, check=True).stdout
     filtered = run("--lua-filter", str(ROOT / "site" / "east-asian-line-breaks.lua"))
     assert "文です。次の文です。 English 続き。" in filtered.replace("\n", " ")
@@ -653,3 +665,66 @@ def test_language_switch_targets():
                + f"console.log(JSON.stringify({json.dumps(list(cases))}.map(twin)));")
     out = subprocess.run(["node", "-e", program], text=True, capture_output=True, check=True).stdout
     assert json.loads(out) == list(cases.values())
+
+
+# ---------------------------------------------------------------------------------------------
+# The Colab install cell (tools/colab_cell.py)
+
+
+class FakeShell:
+    """Stands in for IPython's get_ipython(): records the line magics a cell runs."""
+
+    def __init__(self):
+        self.magics: list[tuple[str, str]] = []
+
+    def run_line_magic(self, name: str, line: str) -> None:
+        self.magics.append((name, line))
+
+
+def run_colab_cell(monkeypatch, attnbook_installed: bool) -> list[tuple[str, str]]:
+    """Run the cell as IPython would (magics transformed), with or without attnbook importable."""
+    import importlib.util
+
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *args: (
+        real_find_spec(name, *args) if attnbook_installed or name != "attnbook" else None))
+    shell = FakeShell()
+    code = TransformerManager().transform_cell(colab_cell.cell_source(ROOT))
+    exec(compile(code, "<colab cell>", "exec"), {"get_ipython": lambda: shell})
+    return shell.magics
+
+
+def test_colab_cell_is_inert_where_attnbook_is_installed(monkeypatch):
+    assert run_colab_cell(monkeypatch, attnbook_installed=True) == []
+
+
+def test_colab_cell_installs_attnbook_from_the_repository_in_quarto_yml(monkeypatch):
+    config = yaml.safe_load((ROOT / "_quarto.yml").read_text(encoding="utf-8"))["book"]
+    url = config["repo-url"].removesuffix("/").removesuffix(".git")
+    assert run_colab_cell(monkeypatch, attnbook_installed=False) == [
+        ("pip", f'install --quiet "attnbook @ git+{url}@{config["repo-branch"]}"')]
+
+
+def test_colab_cell_follows_the_repository(book, pair):
+    en, _ = pair
+    colab_cell.apply(en, book)
+    config = book / "_quarto.yml"
+    config.write_text(config.read_text(encoding="utf-8").replace(
+        "repo-url: https://github.com/attnbook/attnbook", "repo-url: https://github.com/fork/attnbook"),
+        encoding="utf-8")
+    problems = bookcheck.check_colab_cell(book)
+    assert mentions(problems, name(book, en), "python -m tools.colab_cell")
+    assert colab_cell.apply(en, book) and "github.com/fork/attnbook@" in en.read_text(encoding="utf-8")
+    assert not colab_cell.apply(en, book)  # already current
+
+
+def test_colab_cell_must_come_first(book, pair):
+    en, _ = pair
+    nb = nbformat.read(en, as_version=4)
+    cells = [c for c in nb.cells if c.cell_type == "code"]
+    nb.cells.remove(cells[0])
+    nb.cells.append(cells[0])  # moved to the end
+    nbformat.write(nb, en)
+    assert mentions(bookcheck.check_colab_cell(book), name(book, en))

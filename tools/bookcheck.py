@@ -511,6 +511,16 @@ def profile_path(root: Path, lang: str) -> Path:
     return root / f"_quarto-{lang}.yml"
 
 
+def repository(root: Path) -> tuple[str, str]:
+    """(owner/name, branch) of book.repo-url and book.repo-branch in _quarto.yml."""
+    book = load_yaml(root / "_quarto.yml").get("book") or {}
+    url = str(book.get("repo-url", ""))
+    m = re.match(r"^https?://github\.com/([^/]+/[^/]+?)(?:\.git)?/?$", url)
+    if not m:
+        raise ValueError(f"_quarto.yml: book.repo-url must be a GitHub repository, got {url!r}")
+    return m.group(1), str(book.get("repo-branch") or "main")
+
+
 def chapter_files(book: dict) -> list[str]:
     """The files a book config lists: chapters, parts given as files, references, appendices."""
     def walk(items: Iterable) -> Iterator[str]:
@@ -710,6 +720,13 @@ def environment_packages(env: dict) -> tuple[set[str], list[str]]:
     return names, conda
 
 
+def check_colab_cell(root: Path) -> list[str]:
+    """Every notebook starts its code with the Colab install cell derived from book.repo-url."""
+    from tools import colab_cell  # it imports this module
+
+    return colab_cell.check_colab_cell(root)
+
+
 def check_environment(root: Path) -> list[str]:
     """environment.yml (conda-forge, Python 3.11, Quarto) installs what pyproject.toml lists."""
     path = root / "environment.yml"
@@ -746,6 +763,7 @@ CHECKS: tuple[Callable[[Path], list[str]], ...] = (
     check_links,
     check_link_anchors,
     check_glossary,
+    check_colab_cell,
     check_environment,
 )
 

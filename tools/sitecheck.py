@@ -24,7 +24,7 @@ from html.parser import HTMLParser
 from pathlib import Path, PurePosixPath
 from urllib.parse import unquote, urlsplit
 
-from tools.bookcheck import LANGS, chapter_files, load_yaml, other_language, profile_path
+from tools.bookcheck import LANGS, chapter_files, load_yaml, other_language, profile_path, repository
 
 ROOT = Path(__file__).resolve().parent.parent
 LOG_NAME = ".site-build.log"
@@ -410,16 +410,6 @@ def check_search_index(root: Path, site: Path) -> list[str]:
             if page.html not in covered:
                 problems.append(f"{lang}/search.json has no entry for {page.html}")
     return problems
-
-
-def repository(root: Path) -> tuple[str, str]:
-    """(owner/name, branch) of book.repo-url and book.repo-branch in _quarto.yml."""
-    book = load_yaml(root / "_quarto.yml").get("book") or {}
-    url = str(book.get("repo-url", ""))
-    m = re.match(r"^https?://github\.com/([^/]+/[^/]+?)(?:\.git)?/?$", url)
-    if not m:
-        raise ValueError(f"_quarto.yml: book.repo-url must be a GitHub repository, got {url!r}")
-    return m.group(1), str(book.get("repo-branch") or "main")
 
 
 def colab_url(root: Path, source: str) -> str:

@@ -187,8 +187,10 @@ def test_a_stale_downloadable_notebook_is_found(broken: Path) -> None:
 
 
 def chromium_paths() -> tuple[str, str]:
-    browser = shutil.which("chromium") or shutil.which("chromium-browser")
-    driver = shutil.which("chromedriver")
+    # Debian's chromium here; GitHub's Ubuntu runners have Chrome and put chromedriver in $CHROMEWEBDRIVER.
+    browser = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    driver = shutil.which("chromedriver") or shutil.which(
+        "chromedriver", path=os.environ.get("CHROMEWEBDRIVER", "") or None)
     if not browser or not driver:
         missing("Chromium", "install Debian's chromium, chromium-driver and fonts-noto-cjk "
                 "(bash tools/setup.sh site does it as root)")

@@ -637,7 +637,7 @@ def pandoc_command() -> list[str] | None:
 
 
 @pytest.mark.skipif(pandoc_command() is None and os.environ.get("CI") != "true",
-                    reason="pandoc is not installed (bash tools/setup.sh site installs Quarto, which has it)")
+                    reason="pandoc is not installed (bash tools/setup.sh installs Quarto, which has it)")
 def test_east_asian_line_break_filter():
     text = "日本語の文です。\n次の文です。\nEnglish\n続き。\n\n- 項目の\n  続き\n"
     pandoc = pandoc_command()

@@ -74,7 +74,7 @@ def site() -> Built:
     """The site, built once per test session from the current sources."""
     quarto = quarto_command()
     if quarto is None:
-        missing("Quarto", "run 'bash tools/setup.sh site', or install Quarto 1.7.34 "
+        missing("Quarto", "run 'bash tools/setup.sh', or install Quarto 1.7.34 "
                 "(conda install -c conda-forge quarto, pip install quarto-cli, https://quarto.org)")
     before = git_status()
     start = time.perf_counter()
@@ -193,7 +193,7 @@ def chromium_paths() -> tuple[str, str]:
         "chromedriver", path=os.environ.get("CHROMEWEBDRIVER", "") or None)
     if not browser or not driver:
         missing("Chromium", "install Debian's chromium, chromium-driver and fonts-noto-cjk "
-                "(bash tools/setup.sh site does it as root)")
+                "(bash tools/setup.sh does it as root)")
     try:
         import selenium  # noqa: F401
     except ImportError:

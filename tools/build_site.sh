@@ -10,7 +10,7 @@
 #
 # Quarto renders the notebooks' stored outputs and never executes them (_quarto.yml), so this
 # needs Quarto and Jupyter's notebook format but not the book's Python dependencies.
-# `bash tools/setup.sh site` installs Quarto (into .venv/bin).
+# `bash tools/setup.sh` installs Quarto (into .venv/bin).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -18,7 +18,7 @@ if [ -z "${QUARTO:-}" ]; then
   if command -v quarto >/dev/null 2>&1; then QUARTO=quarto
   elif [ -x .venv/bin/quarto ]; then QUARTO=.venv/bin/quarto
   else
-    echo "build_site: quarto not found; run 'bash tools/setup.sh site' (or install Quarto:" \
+    echo "build_site: quarto not found; run 'bash tools/setup.sh' (or install Quarto:" \
          "conda install -c conda-forge quarto, pip install quarto-cli, https://quarto.org/docs/get-started/)" >&2
     exit 1
   fi

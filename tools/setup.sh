@@ -2,9 +2,10 @@
 # Set up everything the book needs on a new machine (Python 3.11, pip and git are enough):
 # a virtual environment in .venv with the library (editable) and the test tools.
 #
-#   bash tools/setup.sh            # library + tests
-#   bash tools/setup.sh site       # also what builds and tests the website: Quarto (as .venv/bin/quarto)
-#                                  # and, on Debian/Ubuntu as root, Chromium for the browser tests
+#   bash tools/setup.sh            # library, test tools, and what builds and tests the website:
+#                                  # Quarto (as .venv/bin/quarto) and, on Debian/Ubuntu as root,
+#                                  # Chromium for the browser tests
+#   bash tools/setup.sh --no-site  # library and test tools only (the site tests then skip)
 #
 # Quarto: from ../shared/quarto when that folder exists (this project's own machines, which cannot
 # reach GitHub), otherwise PyPI's quarto-cli (which downloads Quarto from GitHub). Conda users can
@@ -13,8 +14,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 QUARTO_VERSION=1.7.34   # the version the site is tested with; .github/workflows/publish.yml pins it too
 
-site=no
-if [ "${1:-}" = "site" ]; then site=yes; fi
+site=yes
+case "${1:-}" in
+  --no-site) site=no ;;
+  ""|site) ;;
+  *) echo "setup: unknown argument '$1' (expected nothing or --no-site)" >&2; exit 2 ;;
+esac
 shared=../shared/quarto/install.sh
 
 python3 -m venv .venv

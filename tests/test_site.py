@@ -127,7 +127,7 @@ def broken(site: Built, tmp_path: Path) -> Path:
 def edit(path: Path, old: str, new: str) -> None:
     text = path.read_text(encoding="utf-8")
     assert old in text, f"{old!r} not in {path}"
-    path.write_text(text.replace(old, new, 1), encoding="utf-8")
+    path.write_text(text.replace(old, new), encoding="utf-8")
 
 
 def test_a_chapter_numbered_wrongly_is_found(broken: Path) -> None:
@@ -148,9 +148,19 @@ def test_a_chapter_link_with_the_wrong_number_is_found(broken: Path) -> None:
                "which is numbered 1" in p for p in problems)
 
 
+def test_japanese_section_references_are_checked(broken: Path) -> None:
+    """「4.3 節」 (tools/japanese_xrefs.py) is checked like "Section 4.3"; 「セクション」 must not be left."""
+    page = broken / "ja" / "chapters" / "ja" / "04-multi-head-attention.html"
+    edit(page, "<span>4.3&nbsp;節</span>", "<span>5.3&nbsp;節</span>")
+    edit(page, "<span>4.6&nbsp;節</span>", "<span>セクション&nbsp;4.6</span>")
+    assert any("'5.3 節' leads to chapters/ja/04-multi-head-attention.html, which is numbered 4" in p
+               for p in sitecheck.check_chapter_mentions(ROOT, broken))
+    assert any("cross-reference 'セクション 4.6'" in p for p in sitecheck.check_languages(ROOT, broken))
+
+
 def test_a_language_link_to_a_missing_page_is_found(broken: Path) -> None:
     (broken / "ja" / "chapters" / "ja" / "03-masking.html").unlink()
-    problems = sitecheck.check_languages(ROOT, broken)
+    problems = [p for p in sitecheck.check_languages(ROOT, broken) if "language link" in p]
     assert problems == ["en/chapters/en/03-masking.html: its language link leads to "
                         "ja/chapters/ja/03-masking.html, which is missing"]
 
@@ -279,8 +289,8 @@ def test_language_switch_leads_to_the_same_page(site: Built, server: str, browse
     driver, base = browser(), base_url(protocol, site, server)
     for page in every_page():
         driver.get(f"{base}/{page}")
-        links = wait_for(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "a.lang-switch"),
-                         f"the language link on {page}")
+        links = wait_for(driver, lambda d: [a for a in d.find_elements(By.CSS_SELECTOR, "a.lang-switch")
+                                            if a.is_displayed()], f"the language link on {page}")
         links[0].click()
         wait_for(driver, lambda d: site_path(d.current_url, base) != page, f"leaving {page}")
         lang = driver.execute_script("return document.documentElement.lang")
@@ -316,6 +326,23 @@ def test_chooser_stays_with_choose_and_offers_both_editions(site: Built, server:
         driver.find_element(By.ID, f"edition-{edition}").click()
         wait_for(driver, lambda d: site_path(d.current_url, base) == f"{edition}/index.html",
                  f"the {edition} edition")
+
+
+def test_language_link_is_visible_on_a_phone(site: Built, server: str, browser) -> None:
+    """At 390 px the sidebar is folded away; the top bar carries the language link."""
+    from selenium.webdriver.common.by import By
+
+    driver = browser("ja")
+    driver.set_window_size(390, 844)
+    try:
+        driver.get(f"{server}/ja/chapters/ja/03-masking.html")
+        visible = wait_for(driver, lambda d: [a for a in d.find_elements(By.CSS_SELECTOR, "a.lang-switch")
+                                              if a.is_displayed()], "a visible language link")
+        assert visible[0].get_attribute("href").endswith("/en/chapters/en/03-masking.html")
+        width = driver.execute_script("return document.documentElement.scrollWidth")
+        assert width <= 390, f"the page is {width} px wide on a 390 px screen (something overflows)"
+    finally:
+        driver.set_window_size(1280, 900)
 
 
 def test_links_to_folders_open_their_index_from_disk(site: Built, browser) -> None:

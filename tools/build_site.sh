@@ -36,6 +36,9 @@ for lang in en ja; do
   test -f "_site/${lang}/index.html" || { echo "build_site: _site/${lang}/index.html is missing" >&2; exit 1; }
 done
 
+# 「セクション 3.2」 -> 「3.2 節」: Quarto resolves these after every filter, so it is done here.
+python3 -m tools.japanese_xrefs _site/ja
+
 # Each chapter page links to its notebook for download (site/notebook-links.lua).
 for lang in en ja; do
   cp chapters/"${lang}"/*.ipynb "_site/${lang}/chapters/${lang}/"

@@ -32,7 +32,8 @@ LOG_NAME = ".site-build.log"
 CHAPTER_FILE = re.compile(r"^(?P<number>\d+)-")
 # Words that name a numbered thing in the page's language, before its number.
 XREF_WORDS = r"(?:Figure|Table|Equation|Section|Chapter|図|表|式|セクション|章)"
-XREF_TEXT = re.compile(XREF_WORDS + r"\s*(?P<number>[0-9A-Z]+)(?:\.\d+)*$")
+XREF_TEXT = re.compile(XREF_WORDS + r"\s*(?P<number>[0-9A-Z]+)(?:\.\d+)*$"
+                       r"|^(?P<section>[0-9A-Z]+)(?:\.\d+)*\s*節$")  # 「3.2 節」
 CHAPTER_MENTION = re.compile(r"\b[Cc]hapters?\s+(?P<number>\d+)|第\s*(?P<ja>\d+)\s*章")
 CAPTION_NUMBER = re.compile(r"^(?:Figure|Table|図|表)\s*(?P<number>[0-9A-Z]+)\.\d+")
 APPENDIX_TITLE = re.compile(r"^(?:Appendix|付録)\s*(?P<letter>[A-Z])\s*—")
@@ -299,7 +300,7 @@ def check_chapter_mentions(root: Path, site: Path) -> list[str]:
                 if target is None or not target.is_relative_to((site / lang).resolve()):
                     continue
                 key = target.relative_to((site / lang).resolve()).as_posix()
-                said = m["number"] or m.groupdict().get("ja")
+                said = next(v for k, v in m.groupdict().items() if v and k in ("number", "ja", "section"))
                 if key in numbers and said != numbers[key]:
                     problems.append(f"{where}: the link {text[:40]!r} leads to {key}, which is "
                                     f"numbered {numbers[key]}")
@@ -381,8 +382,15 @@ def check_links(root: Path, site: Path) -> list[str]:
 
 
 def check_languages(root: Path, site: Path) -> list[str]:
-    """<html lang> is the edition's language, and every page has its twin in the other edition."""
+    """<html lang> is the edition's language, every page has its twin in the other edition, and
+    the Japanese edition's references say 「3.2 節」, not 「セクション 3.2」 (tools/japanese_xrefs.py)."""
     problems = []
+    for path in edition_files(site, "ja"):
+        for a in parse(path).find_all("a", "quarto-xref"):
+            text = a.text().replace(NBSP, " ").strip()
+            if re.match(r"^(セクション|チャプター)", text):
+                problems.append(f"{rel(site, path)}: cross-reference {text!r}; "
+                                "tools/japanese_xrefs.py writes it as 「N 節」")
     for lang in LANGS:
         for path in edition_files(site, lang):
             html = next(iter(parse(path).find_all("html")), None)

@@ -30,6 +30,7 @@ from pathlib import Path
 import pytest
 
 from tools import sitecheck
+from tools.screenshots import CHROMIUM_ARGS
 
 ROOT = Path(__file__).resolve().parent.parent
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
@@ -225,14 +226,11 @@ def browser() -> Iterator[Callable[[str], object]]:
             return started[language]
         options = webdriver.ChromeOptions()
         options.binary_location = binary
-        # The pages load MathJax from a CDN: every host but the loopback resolves to nothing, so
-        # such requests fail at once instead of hanging on a closed network, and the test never
-        # depends on the network. "eager": a page counts as loaded when its DOM is ready.
+        # tools.screenshots.CHROMIUM_ARGS: the pages load MathJax from a CDN, which here fails at
+        # once, so the tests never depend on the network. "eager": a page counts as loaded when its
+        # DOM is ready.
         options.page_load_strategy = "eager"
-        for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                    "--no-first-run", "--disable-background-networking", "--disable-component-update",
-                    "--disable-sync", "--window-size=1280,900", f"--lang={language}",
-                    "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"):
+        for arg in (*CHROMIUM_ARGS, "--window-size=1280,900", f"--lang={language}"):
             options.add_argument(arg)
         options.add_experimental_option("prefs", {"intl.accept_languages": language})
         started[language] = webdriver.Chrome(service=Service(driver_path), options=options)

@@ -20,6 +20,7 @@ import nbformat
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
 
+from tools import jax_cache
 from tools.bookcheck import notebooks
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -55,6 +56,7 @@ def execute(path: Path, timeout: int = 300, kernel: str = "python3") -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
+    jax_cache.enable()  # kernels inherit it: twins and re-runs load compiled programs
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("notebooks", nargs="*", type=Path,
                         help="notebooks to run (default: every notebook under chapters/)")

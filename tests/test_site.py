@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 
 from tools import sitecheck
-from tools.screenshots import CHROMIUM_ARGS
+from tools.screenshots import CHROMIUM_ARGS, QuietHandler
 
 ROOT = Path(__file__).resolve().parent.parent
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
@@ -239,11 +239,6 @@ def browser() -> Iterator[Callable[[str], object]]:
     yield start
     for driver in started.values():
         driver.quit()
-
-
-class QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args) -> None:
-        pass
 
 
 @pytest.fixture(scope="session")

@@ -67,12 +67,6 @@ class Element:
         return [e for e in self.iter()
                 if (tag is None or e.tag == tag) and (cls is None or cls in e.classes)]
 
-    def ancestors(self) -> Iterator[Element]:
-        node = self.parent
-        while node is not None:
-            yield node
-            node = node.parent
-
 
 VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source",
         "track", "wbr"}
@@ -165,8 +159,12 @@ def rel(site: Path, path: Path) -> str:
     return path.relative_to(site).as_posix()
 
 
-def edition_relative(site: Path, lang: str, path: Path) -> str:
-    return path.relative_to(site / lang).as_posix()
+def edition_page(site: Path, lang: str, target: Path | None) -> str | None:
+    """The page `target` (a resolved link) inside the edition `lang`, or None outside it."""
+    edition = (site / lang).resolve()
+    if target is None or not target.is_relative_to(edition):
+        return None
+    return target.relative_to(edition).as_posix()
 
 
 def twin_page(path: str) -> str:
@@ -186,9 +184,7 @@ def resolve(site: Path, page: Path, href: str) -> tuple[Path | None, str]:
     parts = urlsplit(href)
     if parts.scheme or parts.netloc or href.startswith(("mailto:", "javascript:")):
         return None, ""
-    target = page if not parts.path else (page.parent / unquote(parts.path))
-    target = Path(*target.parts)  # keeps ".." for the check below
-    resolved = target.resolve()
+    resolved = (page if not parts.path else page.parent / unquote(parts.path)).resolve()
     if resolved.is_dir() or parts.path.endswith("/"):
         resolved = resolved / "index.html"
     return resolved, unquote(parts.fragment)
@@ -262,10 +258,9 @@ def sidebar_numbers(site: Path, lang: str, page: Path, doc: Element,
         for a in sidebar.find_all("a", "sidebar-link"):
             if "href" not in a.attrs:
                 continue  # a section heading (Appendices)
-            target, _ = resolve(site, page, a.attrs.get("href", ""))
-            if target is None or not target.is_relative_to((site / lang).resolve()):
+            key = edition_page(site, lang, resolve(site, page, a.attrs["href"])[0])
+            if key is None:
                 continue
-            key = target.relative_to((site / lang).resolve()).as_posix()
             spans = a.find_all("span", "chapter-number")
             found = spans[0].text().strip() if spans else None
             if key in numbers and found != numbers[key]:
@@ -296,10 +291,9 @@ def check_chapter_mentions(root: Path, site: Path) -> list[str]:
                 if not m:
                     continue
                 linked.add(id(a))
-                target, _ = resolve(site, path, a.attrs.get("href", ""))
-                if target is None or not target.is_relative_to((site / lang).resolve()):
+                key = edition_page(site, lang, resolve(site, path, a.attrs.get("href", ""))[0])
+                if key is None:
                     continue
-                key = target.relative_to((site / lang).resolve()).as_posix()
                 said = next(v for k, v in m.groupdict().items() if v and k in ("number", "ja", "section"))
                 if key in numbers and said != numbers[key]:
                     problems.append(f"{where}: the link {text[:40]!r} leads to {key}, which is "

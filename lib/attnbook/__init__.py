@@ -14,6 +14,44 @@ One module per concept, in chapter order:
 - :mod:`attnbook.aft`: the Attention Free Transformer, all four variants, exact and stable; AFT layers and a small next-token model (ch. 5)
 - :mod:`attnbook.cost`: wall time and XLA's temporary-memory analysis of compiled functions (ch. 6)
 - :mod:`attnbook.plotting`: fonts, labels and heat-maps in the page's language
+
+Bad input: the contract
+-----------------------
+
+Every public function either returns the right answer or raises an error that names the argument, the
+expected and the received value; it never returns a silently wrong number. Shapes are written in the
+signatures as jaxtyping annotations (``q: Float[Array, "Tq d"]``) and those annotations are what is
+checked (``attnbook._checks.shaped``), so the documented and the checked shape are one thing.
+
+Errors:
+
+- ``TypeError``: not an array where one is expected, or the wrong dtype family (a float array for token
+  ids, an integer array for queries, a non-boolean mask: an additive ``0 / -inf`` mask goes to ``bias=``),
+  a Python value of the wrong type (``rng=42`` where a ``np.random.Generator`` is expected, ``key=0``
+  where a ``jax.random.key`` is expected, ``2.5`` for a size).
+- ``ValueError``: wrong number of axes or an axis that disagrees with another argument; a size, rate or
+  probability out of its range (non-positive sizes, chunk or batch sizes larger than the data where
+  they must fit, NaN or infinite learning rates, ``noise`` that would make a probability negative);
+  token ids, labels and lengths outside their range (``-1`` is never read as "the last class").
+- Value checks on arrays also hold under ``jax.jit`` and ``jax.vmap``: there they are compiled into the
+  program with ``equinox.error_if`` and stop it with the same message (``EquinoxRuntimeError``; under
+  plain ``jax.jit`` a ``JaxRuntimeError`` that carries it). Their cost is one comparison and reduction
+  over the checked array (token ids, lengths), not over the attention matrix.
+
+Defined edge cases, with their result:
+
+- **Empty sequences** (``T = 0``) where a sequence is the input: an empty output of the right shape
+  (``(0, dv)``; weights ``(0, Tk)``); a query against zero keys gets a zero row.
+- **Fully masked query rows** (a boolean mask with no True in a row, or a ``bias`` row of ``-inf``): zero
+  weights and a zero output, with zero, finite gradients; never NaN, never uniform weights.
+- ``-inf`` in ``bias`` is a mask: it excludes that key exactly as ``mask=False`` does.
+- **Padding contents**: a key or value that no query may see (masked, beyond a length, or in the future
+  of a causal query) may hold anything, NaN and inf included; it changes no output and no gradient.
+- **Low precision**: float16 and bfloat16 inputs are computed without overflow where float32 would not
+  overflow: queries are scaled by ``1/sqrt(d)`` before the product, softmax shifts by the row maximum.
+  Outputs keep the input dtype; their error is that of the dtype.
+- **NaN or inf in a visible input** propagates, visibly, to exactly the outputs that see it (and only to
+  them): a NaN in key ``j`` makes NaN the rows of the queries that may attend to ``j``.
 """
 
 __version__ = "0.1.0"

@@ -1,39 +1,114 @@
-"""Argument checks shared by the library.
+"""Argument checks shared by the library: the one mechanism behind the contract in ``attnbook``'s docstring.
 
-Every public function validates its arguments up front and raises a ``ValueError`` that
-names the argument, says what was expected and shows what was received. Shapes are static
-under ``jax.jit`` and ``jax.vmap``, so these checks cost nothing at run time.
+Three kinds of check, from cheapest to dearest:
+
+- **Shapes and dtypes**, from the jaxtyping annotations of a function's signature
+  (:func:`shaped`): ``q: Float[Array, "Tq d"]`` is both the documented and the checked shape. Shapes
+  and dtypes are static under ``jax.jit``/``jax.vmap``, so the check runs once, at trace time, and costs
+  nothing when the compiled program runs.
+- **Python arguments** (sizes, rates, flags, random generators and keys): :func:`positive_int`,
+  :func:`positive_float`, :func:`probability`, :func:`numpy_rng`, :func:`prng_key`.
+- **Values of arrays** (token ids in range, lengths within a maximum): :func:`values`. On concrete
+  arrays it raises a ``ValueError`` at once; on traced ones (inside ``jit``/``vmap``) it attaches
+  :func:`equinox.error_if` to the array, so the compiled program checks them at run time and stops with
+  an ``EquinoxRuntimeError`` (under ``jax.jit``: a ``JaxRuntimeError`` carrying the same message). The
+  cost is one elementwise comparison and a reduction over the checked array, negligible next to any
+  matrix product of the book, plus one host callback on failure only.
+
+Every message names the argument, says what was expected and shows what was received.
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
 import numbers
+import types
+import typing
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
+import jaxtyping
 import numpy as np
+
+# ---------------------------------------------------------------------------------------------
+# Python arguments
 
 
 def positive_int(name: str, value) -> int:
-    """Return ``value`` as an ``int`` if it is a positive integer, else raise."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+    """Return ``value`` as an ``int`` if it is a positive integer, else raise ``ValueError``/``TypeError``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be a positive integer, got {_describe(value)}")
+    if value < 1:
         raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+def nonnegative_int(name: str, value) -> int:
+    """Return ``value`` as an ``int`` if it is an integer >= 0, else raise."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be a non-negative integer, got {_describe(value)}")
+    if value < 0:
+        raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
     return int(value)
 
 
 def positive_float(name: str, value) -> float:
     """Return ``value`` as a ``float`` if it is a finite positive number, else raise."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value) or value <= 0:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a finite positive number, got {_describe(value)}")
+    if not np.isfinite(value) or value <= 0:
         raise ValueError(f"{name} must be a finite positive number, got {value!r}")
     return float(value)
 
 
+def probability(name: str, value, *, high: float = 1.0) -> float:
+    """Return ``value`` as a ``float`` if it lies in ``[0, high]``, else raise."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a number in [0, {high}], got {_describe(value)}")
+    if not (0.0 <= value <= high):  # also rejects NaN
+        raise ValueError(f"{name} must be a number in [0, {high}], got {value!r}")
+    return float(value)
+
+
+def numpy_rng(name: str, rng) -> np.random.Generator:
+    """Return ``rng`` if it is a NumPy ``Generator``; an int seed gets a ``TypeError`` saying what to pass."""
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(
+            f"{name} must be a NumPy random Generator such as np.random.default_rng(0), got {_describe(rng)}"
+        )
+    return rng
+
+
+def prng_key(name: str, key) -> jax.Array:
+    """Return ``key`` if it is a JAX PRNG key (``jax.random.key(0)`` or a legacy ``PRNGKey(0)``), else raise."""
+    if isinstance(key, (jax.Array, np.ndarray)):
+        dtype = key.dtype
+        if jnp.issubdtype(dtype, jax.dtypes.prng_key) and key.shape == ():
+            return key
+        if dtype == jnp.uint32 and key.shape == (2,):  # legacy jax.random.PRNGKey
+            return key
+    raise TypeError(f"{name} must be a JAX random key such as jax.random.key(0), got {_describe(key)}")
+
+
+def _describe(value) -> str:
+    """A short description of a received value for error messages: arrays by dtype and shape."""
+    if hasattr(value, "shape") and hasattr(value, "dtype"):
+        return f"an array of dtype {value.dtype} and shape {tuple(value.shape)}"
+    text = repr(value)
+    return f"{type(value).__name__} {text if len(text) <= 60 else text[:57] + '...'}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Shapes and dtypes
+
+
 def ndim(name: str, x, expected: int, meaning: str) -> None:
     """Raise unless ``x`` has ``expected`` dimensions; ``meaning`` spells the shape, e.g. ``"(T, d)"``."""
-    shape = np.shape(x)
-    if len(shape) != expected:
-        raise ValueError(f"{name} must have shape {meaning}, got an array of shape {shape}")
+    shape_ = np.shape(x)
+    if len(shape_) != expected:
+        raise ValueError(f"{name} must have shape {meaning}, got an array of shape {shape_}")
 
 
 def shape(name: str, x, expected: tuple[int, ...], meaning: str) -> None:
@@ -42,9 +117,177 @@ def shape(name: str, x, expected: tuple[int, ...], meaning: str) -> None:
         raise ValueError(f"{name} must have shape {meaning} = {tuple(expected)}, got {tuple(np.shape(x))}")
 
 
+_KINDS = (  # (is a jaxtyping dtype name of the family, how messages name it, test on a NumPy/JAX dtype)
+    (lambda n: n == "bool", "boolean", lambda dt: dt == np.bool_),
+    (lambda n: n.startswith(("int", "uint")), "integer", lambda dt: jnp.issubdtype(dt, jnp.integer)),
+    (lambda n: "float" in n, "floating-point", lambda dt: jnp.issubdtype(dt, jnp.floating)),
+)
+
+
+def _kind(annotation) -> tuple[str, typing.Callable] | None:
+    """The dtype family a jaxtyping annotation asks for (``None``: any dtype, e.g. ``Shaped``)."""
+    allowed = set(annotation.dtypes)
+    for family, label, test in _KINDS:
+        if all(family(n) for n in allowed):
+            return label, test
+    return None
+
+
+def _dims(annotation) -> list:
+    """The dimensions of a jaxtyping annotation as ``("name", str) | ("fixed", int) | ("any",) | ("*name", str) | ("...",)``."""
+    out = []
+    for dim in annotation.dims:
+        cls = type(dim).__name__
+        if cls == "_NamedDim":
+            out.append(("name", dim.name))
+        elif cls == "_FixedDim":
+            out.append(("fixed", dim.size))
+        elif cls == "_NamedVariadicDim":
+            out.append(("*name", dim.name))
+        elif dim is jaxtyping._array_types._anonymous_variadic_dim:  # "..." or "*_"
+            out.append(("...",))
+        elif dim is jaxtyping._array_types._anonymous_dim:  # "_"
+            out.append(("any",))
+        else:
+            raise NotImplementedError(f"shape annotation {annotation.dim_str!r}: dimension {dim!r} is not supported")
+    if sum(d[0] in ("*name", "...") for d in out) > 1:
+        raise NotImplementedError(f"shape annotation {annotation.dim_str!r}: at most one variadic dimension")
+    return out
+
+
+def _spell(dims, bound) -> str:
+    """``(Tq, d=8)``: the expected shape, with the sizes already fixed by earlier arguments."""
+    parts = []
+    for dim in dims:
+        if dim[0] == "name":
+            parts.append(f"{dim[1]}={bound[dim[1]]}" if dim[1] in bound else dim[1])
+        elif dim[0] == "fixed":
+            parts.append(str(dim[1]))
+        elif dim[0] == "*name":
+            parts.append(f"*{dim[1]}={bound[dim[1]]}" if dim[1] in bound else f"*{dim[1]}")
+        else:
+            parts.append("..." if dim[0] == "..." else "_")
+    return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
+
+
+def check_array(name: str, x, annotation, bound: dict) -> None:
+    """Check one argument against a jaxtyping ``annotation``; sizes of named axes go into ``bound``.
+
+    Raises ``TypeError`` for something that is not an array or has the wrong dtype family,
+    ``ValueError`` for a wrong number of axes or a size that disagrees with ``bound``.
+    """
+    if not hasattr(x, "shape") or not hasattr(x, "dtype"):
+        if isinstance(x, (list, tuple, numbers.Number)) and not isinstance(x, bool):
+            x = np.asarray(x)
+        else:
+            raise TypeError(f"{name} must be an array of shape {_spell(_dims(annotation), bound)}, got {_describe(x)}")
+    kind = _kind(annotation)
+    if kind is not None and not kind[1](x.dtype):
+        article = "an" if kind[0][0] in "aeiou" else "a"
+        raise TypeError(f"{name} must be {article} {kind[0]} array, got dtype {x.dtype}")
+    dims, got = _dims(annotation), tuple(x.shape)
+    expected = _spell(dims, bound)
+    variadic = [i for i, d in enumerate(dims) if d[0] in ("*name", "...")]
+    if (not variadic and len(got) != len(dims)) or (variadic and len(got) < len(dims) - 1):
+        raise ValueError(f"{name} must have shape {expected}, got an array of shape {got}")
+    if variadic:
+        i = variadic[0]
+        tail = len(dims) - i - 1
+        pairs = list(zip(dims[:i], got[:i])) + [(dims[i], got[i:len(got) - tail])] + list(zip(dims[i + 1:], got[len(got) - tail:]))
+    else:
+        pairs = list(zip(dims, got))
+    new = {}
+    for dim, size in pairs:
+        if dim[0] in ("name", "*name"):
+            known = bound.get(dim[1], new.get(dim[1]))
+            if known is None:
+                new[dim[1]] = size
+            elif known != size:
+                raise ValueError(f"{name} must have shape {expected}, got {got}")
+        elif dim[0] == "fixed" and size != dim[1]:
+            raise ValueError(f"{name} must have shape {expected}, got {got}")
+    bound.update(new)
+
+
+def _array_annotation(hint):
+    """``(annotation, optional)`` for a jaxtyping hint, possibly ``X | None``; ``None`` for other hints."""
+    optional = False
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        optional = len(args) < len(typing.get_args(hint))
+        if len(args) != 1:
+            return None
+        hint = args[0]
+    if isinstance(hint, type) and hasattr(hint, "dim_str") and hasattr(hint, "dtypes"):
+        return hint, optional
+    return None
+
+
+def shaped(fn):
+    """Check every jaxtyping-annotated argument of ``fn`` against its annotation, on each call.
+
+    Named axes bind across arguments in signature order: with ``q: Float[Array, "Tq d"]`` and
+    ``k: Float[Array, "Tk d"]``, a ``k`` whose last axis differs from ``q``'s is rejected, and the
+    message says ``k must have shape (Tk, d=8), got (5, 7)``. An argument annotated ``X | None`` may be
+    ``None``. Works on functions and on methods (``self`` is not annotated); under ``jit``/``vmap``
+    the check runs at trace time on the static shapes.
+    """
+    signature = inspect.signature(fn)
+    hints = typing.get_type_hints(fn, include_extras=True)
+    specs = {name: spec for name in signature.parameters if name in hints
+             for spec in [_array_annotation(hints[name])] if spec is not None}
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        arguments = signature.bind(*args, **kwargs).arguments
+        bound: dict = {}
+        for name, (annotation, optional) in specs.items():
+            if name not in arguments:  # a default (None, for an optional array)
+                continue
+            value = arguments[name]
+            if value is None and optional:
+                continue
+            check_array(name, value, annotation, bound)
+        return fn(*args, **kwargs)
+
+    return wrapper
+
+
+# ---------------------------------------------------------------------------------------------
+# Values
+
+
 def is_concrete(x) -> bool:
     """True when ``x`` holds values (not a tracer inside ``jit``/``vmap``), so values can be checked."""
     return not isinstance(x, jax.core.Tracer)
+
+
+def values(name: str, x, bad, expected: str):
+    """Reject ``x`` where the boolean array ``bad`` (same shape, computed from ``x``) is True.
+
+    Returns ``x``; **use the returned array** downstream: under ``jit`` the check is attached to it
+    (``equinox.error_if``), and an unused result would let XLA drop the check. Concrete input: a
+    ``ValueError`` naming the argument, ``expected`` (e.g. ``"integers in [0, 3)"``) and the first
+    offending value with its index. Traced input: the compiled program stops with that message.
+    """
+    if is_concrete(x) and is_concrete(bad):
+        bad = np.asarray(bad)
+        if bad.any():
+            index = tuple(int(i) for i in np.argwhere(bad)[0])
+            got = (np.asarray(x)[index] if np.ndim(x) else np.asarray(x)).item()
+            where = f" at index {index if len(index) > 1 else index[0]}" if index else ""
+            raise ValueError(f"{name} must be {expected}, got {got!r}{where}")
+        return x
+    return eqx.error_if(x, bad, f"{name} must be {expected}")
+
+
+def integers_in_range(name: str, x, low: int, high: int):
+    """:func:`values` for integer ids: every entry of ``x`` in ``[low, high)``. Returns ``x`` (use it)."""
+    return values(name, x, (x < low) | (x >= high), f"integers in [{low}, {high})")
+
+
+# ---------------------------------------------------------------------------------------------
+# Initialisation
 
 
 @functools.partial(jax.jit, static_argnums=(1, 2))

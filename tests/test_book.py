@@ -756,3 +756,60 @@ def test_site_is_published_with_the_tested_quarto():
     quarto = next(s for s in steps if str(s.get("uses", "")).startswith("quarto-dev/quarto-actions/setup"))
     assert str(quarto["with"]["version"]) == setup.group(1) == "1.7.34"
     assert any("pytest tests/test_site.py" in str(s.get("run", "")) for s in steps)
+
+
+# ---------------------------------------------------------------------------------------------
+# Japanese typography (the rule in the README's guide for authors)
+
+
+@pytest.mark.parametrize("rule, broken, correct", [
+    ("1 colon", "結果: 正解率は上がる。", "結果：正解率は上がる。"),
+    ("1 colon", "**元記事:** 式が違う。", "**元記事**：式が違う。"),
+    ("2 parentheses", "スケール化内積アテンション (scaled dot-product attention) を使う。",
+     "スケール化内積アテンション（scaled dot-product attention）を使う。"),
+    ("2 parentheses", "入力は (T, d) の行列です。", "入力は $(T, d)$ の行列、つまり `(T, d)` です。"),
+    ("3 thousands separator", "系列長 131,072 まで測る。", "系列長 131072 まで測る。"),
+    ("4 percent", "誤差は 0.5 % 以下です。", "誤差は 0.5% 以下です。"),
+    ("5 counter", "方法はふたつあります。", "方法は 2 つあります。"),
+    ("5 counter", "もう一つの方法です。", "もう 1 つの方法です。"),
+    ("6 math list", "$Q$, $K$, $V$ を計算する。", "$Q$、$K$、$V$ を計算する。"),
+    ("7 italics", "これは *重要* です。", "これは**重要**です。"),
+    ("7 italics", "これは _重要_ です。", "これは「重要」です。"),
+    ("8 space after bold", "**因果マスク** は未来を隠す。", "**因果マスク**は未来を隠す。"),
+    ("9 line starts with 、/。", "行列 $A$ と $B$\n、そして $C$ を掛ける。", "行列 $A$ と $B$、\nそして $C$ を掛ける。"),
+])
+def test_typography_rule(book, pair, rule, broken, correct):
+    _, ja = pair
+    assert new_problems(bookcheck.check_typography, book, lambda: add_markdown(ja, correct)) == []
+    problems = new_problems(bookcheck.check_typography, book, lambda: add_markdown(ja, broken))
+    cell = len(read(ja)["cells"])
+    line = 2 if rule.startswith("9") else 1
+    assert mentions(problems, name(book, ja), f"(cell {cell}, line {line})", f"rule {rule}:"), problems
+
+
+def test_typography_skips_what_is_not_japanese_prose(book, pair):
+    en, ja = pair
+    text = ("コードの `f(x): int` と数式 $f(x) = 1{,}000$ と [リンク](https://example.org/a_(b)) と"
+            " <https://example.org/x:y> と [@vaswani2017] は対象外です。\n\n"
+            "```python\nprint('結果: (1,000)')\n```\n\n"
+            "Attention (in English): 1,000 tokens, 5 %.\n\n"
+            "| English (term) | 日本語 |\n|:---|:---|\n| a (b) | アテンション |\n\n"
+            ": 表の説明。 {#tbl-demo}\n\n::: {.callout-note}\n注意書きです。\n:::")
+    assert new_problems(bookcheck.check_typography, book, lambda: add_markdown(ja, text)) == []
+    assert new_problems(bookcheck.check_typography, book, lambda: add_markdown(en, "結果: (1,000)")) == []
+
+
+def test_typography_in_captions_and_pages(book, pair):
+    _, ja = pair
+
+    def caption(nb):
+        cell = plain_code_cell(nb)
+        cell["source"] = '#| fig-cap: "時間 (秒)"\n' + "".join(cell["source"])
+
+    problems = new_problems(bookcheck.check_typography, book, lambda: edit(ja, caption))
+    assert mentions(problems, name(book, ja), "line 1)", "rule 2 parentheses")
+    preface = book / "chapters" / "ja" / "_preface.qmd"
+    lines = len(preface.read_text(encoding="utf-8").splitlines())
+    problems = new_problems(bookcheck.check_typography, book, lambda: append_line(
+        preface, "\n本書の目的: アテンションを理解する。"))
+    assert mentions(problems, "chapters/ja/_preface.qmd", f"(line {lines + 2})", "rule 1 colon")

@@ -134,10 +134,11 @@ def twin_pairs(root: Path) -> Iterator[tuple[Path, Path]]:
             yield path, twin
 
 
-def without_code(text: str) -> str:
+def without_code(text: str, code: str = "") -> str:
     """Markdown with fenced code blocks, inline code and HTML comments blanked out.
 
-    Line numbers are kept (blocks become empty lines) so messages can point at a line.
+    Line numbers are kept (blocks become empty lines) so messages can point at a line. Inline
+    code becomes `code` (nothing by default).
     """
     text = HTML_COMMENT.sub(lambda m: "\n" * m.group(0).count("\n"), text)
     lines, fence = [], None
@@ -151,7 +152,7 @@ def without_code(text: str) -> str:
                 fence = None
             lines.append("")
         else:
-            lines.append(INLINE_CODE.sub("", line))
+            lines.append(INLINE_CODE.sub(code, line))
     return "\n".join(lines)
 
 
@@ -682,6 +683,141 @@ def check_glossary(root: Path) -> list[str]:
 
 
 # ---------------------------------------------------------------------------------------------
+# Japanese typography (the rule in the README's guide for authors)
+
+# Kana and kanji: a paragraph with one of them is Japanese prose.
+JAPANESE_LETTER = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff"
+# Letters and the full-width punctuation and forms that Japanese text uses.
+JAPANESE_CHAR = JAPANESE_LETTER + "\u3000-\u303f\uff00-\uffef"
+HAS_JAPANESE = re.compile(f"[{JAPANESE_LETTER}]")
+# What the checker puts where it blanked out math and code, so rules can see that something was
+# there (rule 6 needs to see the math) without reading inside it.
+MATH, CODE, URL_MARK, CITE = "\ue000", "\ue001", "\ue002", "\ue003"
+FRONT_MATTER = re.compile(r"\A---\n.*?\n---[ \t]*(?=\n|\Z)", re.DOTALL)
+DISPLAY_MATH = re.compile(r"\$\$.*?\$\$", re.DOTALL)
+INLINE_MATH = re.compile(r"\$(?![\s$])(?:\\.|[^$\\])+?(?<![\s\\])\$(?!\d)")
+SHORTCODE = re.compile(r"\{\{<.*?>\}\}", re.DOTALL)
+LINK_TARGET = re.compile(r"\]\(\s*<?(?:[^\s()<>]|\([^\s()]*\))*>?(?:\s+[\"'][^\"'\n]*[\"'])?\s*\)")
+AUTOLINK = re.compile(r"<[A-Za-z][A-Za-z0-9+.-]*:[^\s>]*>")
+BARE_URL = re.compile(r"\b(?:https?|file|mailto):[\x21-\x7e]+")
+HTML_TAG = re.compile(r"</?[A-Za-z][A-Za-z0-9-]*(?:\s[^<>]*)?/?>")
+ATTRIBUTES = re.compile(r"\{[#.:-][^{}\n]*\}|\{[A-Za-z-]+=[^{}\n]*\}")
+BRACKET_CITATION = re.compile(r"\[[^\[\]\n]*?-?@[A-Za-z0-9_][^\[\]\n]*\]")
+DIV_FENCE = re.compile(r"^[ \t]*:::.*$", re.MULTILINE)
+# The colon that starts a table caption (": Caption {#tbl-x}") or a definition is syntax.
+CAPTION_COLON = re.compile(r"^(?:Table)?:(?=[ \t])", re.MULTILINE)
+# A table row: its cells without Japanese (English terms, numbers) are not Japanese prose.
+TABLE_ROW = re.compile(r"^[ \t]*\|.*$", re.MULTILINE)
+READABLE_MARKS = {MATH: "$…$", CODE: "`…`", URL_MARK: "<url>", CITE: "@…"}
+CAPTION_OPTION = re.compile(r"^\s*#\|\s*(?:fig|tbl)-(?:cap|subcap|alt)\s*:\s?(?P<value>.*)$")
+
+TYPOGRAPHY_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
+    ("1 colon", re.compile(f"(?<=[{JAPANESE_CHAR}])[ \\t]*:(?!:)|(?<!:):[ \\t]*(?=[{JAPANESE_LETTER}])"),
+     "half-width ':' in Japanese prose; write the full-width 「：」"),
+    ("2 parentheses", re.compile(r"[()]"),
+     "half-width parenthesis in Japanese prose; write （…）, or shapes as code or math"),
+    ("3 thousands separator", re.compile(r"(?<![\d.,])\d{1,3}(?:,\d{3})+(?![\d,])"),
+     "thousands separator; write the number without commas, as the code prints it"),
+    ("4 percent", re.compile(r"\d[ \t]+[%％]"), "space before %; write it directly after the number"),
+    ("5 counter", re.compile(r"ひとつ|ふたつ|みっつ|よっつ|(?<![一-龯])[一二三四五六七八九]つ|\dつ"),
+     "counter; write a digit, a space and つ (「1 つ」「2 つ」)"),
+    ("6 math list", re.compile(f"{MATH}[ \\t]*,[ \\t\\n]*{MATH}"),
+     "math items separated by ','; separate them with 「、」 (「$Q$、$K$、$V$」)"),
+    ("7 italics", re.compile(
+        f"(?<![*\\w])\\*(?![\\s*])[^*\\n]*?[{JAPANESE_LETTER}][^*\\n]*?(?<![\\s*])\\*(?![*\\w])"
+        f"|(?<![\\w])_(?![\\s_])[^_\\n]*?[{JAPANESE_LETTER}][^_\\n]*?(?<![\\s_])_(?!\\w)"),
+     "italics on Japanese text; use 「」 or bold"),
+    ("8 space after bold", re.compile(
+        f"\\*\\*(?![\\s*])[^*\\n]*?[{JAPANESE_LETTER}]\\*\\*[ \\t]+(?=[{JAPANESE_LETTER}、。])"),
+     "space between a closing ** and the Japanese text after it; remove it"),
+    ("9 line starts with 、/。", re.compile(r"^[ \t>]*[、。，．]", re.MULTILINE),
+     "line of prose starts with 、 or 。; keep the punctuation on the line before"),
+)
+
+
+def prose(text: str) -> str:
+    """Markdown with everything that is not prose blanked out, lines kept.
+
+    Code (fenced and inline), math, URLs and link targets, citation keys and cross-references,
+    HTML, Quarto attributes, shortcodes, div fences and YAML front matter are not prose. Code and
+    math leave a mark (one private-use character) so rules see that something stood there.
+    """
+    def blank(mark: str):
+        return lambda m: mark + "\n" * m.group(0).count("\n")
+
+    text = FRONT_MATTER.sub(blank(""), text)
+    text = without_code(text, code=CODE)
+    text = DISPLAY_MATH.sub(blank(MATH), text)
+    text = INLINE_MATH.sub(blank(MATH), text)
+    text = SHORTCODE.sub(blank(""), text)
+    text = LINK_TARGET.sub("]", text)
+    text = AUTOLINK.sub(URL_MARK, text)
+    text = BARE_URL.sub(URL_MARK, text)
+    text = HTML_TAG.sub(blank(""), text)
+    text = ATTRIBUTES.sub("", text)
+    text = BRACKET_CITATION.sub(CITE, text)
+    text = AT_KEY.sub(CITE, text)
+    text = CAPTION_COLON.sub("", text)
+    text = TABLE_ROW.sub(lambda m: "|".join(cell if HAS_JAPANESE.search(cell) else " " * len(cell)
+                                            for cell in m.group(0).split("|")), text)
+    return DIV_FENCE.sub("", text)
+
+
+def typography_problems(text: str) -> list[tuple[int, str, str, str]]:
+    """(line number from 1, rule, message, excerpt) for each rule broken in the Japanese
+    paragraphs of one piece of Markdown; at most one finding per rule and line."""
+    found: dict[tuple[int, str], tuple[int, str, str, str]] = {}
+    offset = 0
+    for paragraph in re.split(r"(\n[ \t>]*\n)", prose(text)):
+        if paragraph.strip() and HAS_JAPANESE.search(paragraph) and not paragraph.startswith("\n"):
+            for rule, pattern, message in TYPOGRAPHY_RULES:
+                for m in pattern.finditer(paragraph):
+                    line = offset + paragraph.count("\n", 0, m.start()) + 1
+                    start = max(paragraph.rfind("\n", 0, m.start()) + 1, m.start() - 20)
+                    end = paragraph.find("\n", m.end())
+                    end = min(m.end() + 20, len(paragraph) if end < 0 else end)
+                    excerpt = paragraph[start:end]
+                    for mark, readable in READABLE_MARKS.items():
+                        excerpt = excerpt.replace(mark, readable)
+                    found.setdefault((line, rule), (line, rule, message, excerpt.strip()))
+        offset += paragraph.count("\n")
+    return sorted(found.values())
+
+
+def typography_texts(path: Path) -> list[tuple[str, str]]:
+    """(where prefix, Markdown) of the prose of a document: its Markdown cells or the page, and
+    the captions of its code cells (each caption option's value on the option's line number)."""
+    if path.suffix != ".ipynb":
+        return [("", path.read_text(encoding="utf-8"))]
+    texts = []
+    for i, cell in enumerate(read_notebook(path).get("cells", [])):
+        lines = source_lines(cell)
+        if cell.get("cell_type") == "markdown":
+            texts.append((f"cell {i + 1}, ", "\n".join(lines)))
+        elif cell.get("cell_type") == "code":
+            captions = [m.group("value").strip().strip("\"'") if m else ""
+                        for m in map(CAPTION_OPTION.match, lines)]
+            if any(captions):
+                texts.append((f"cell {i + 1}, ", "\n".join(captions)))
+    return texts
+
+
+def check_typography(root: Path) -> list[str]:
+    """The Japanese prose (Markdown cells, figure and table captions and pages of chapters/ja/,
+    and Japanese paragraphs of the root pages) follows the book's Japanese typography rule
+    (README, guide for authors): each finding names the file, the line and the rule."""
+    problems = []
+    for path in documents(root):
+        if language_of(root, path) == LANGS[0]:
+            continue
+        for where, text in typography_texts(path):
+            for line, rule, message, excerpt in typography_problems(text):
+                problems.append(f"{rel(root, path)} ({where}line {line}): rule {rule}: {message}: "
+                                f"{excerpt!r}")
+    return problems
+
+
+# ---------------------------------------------------------------------------------------------
 # environment.yml against pyproject.toml
 
 
@@ -763,6 +899,7 @@ CHECKS: tuple[Callable[[Path], list[str]], ...] = (
     check_links,
     check_link_anchors,
     check_glossary,
+    check_typography,
     check_colab_cell,
     check_environment,
 )

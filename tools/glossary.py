@@ -35,25 +35,19 @@ INTRO = {
     "en": """\
 # Glossary {#sec-glossary}
 
-Each concept has one name in this book. The table gives the English term and the Japanese term that
-the Japanese edition uses for it throughout, roughly in the order in which the chapters introduce them.
-Model names (Transformer, AFT) and a few words that are also code (softmax, einsum) stay in English in
-both editions.
-
-The table is generated from `glossary.csv` at the root of the repository, the single list of the book's
-terms. `python -m tools.bookcheck` checks that this page matches it and that the Japanese chapters use
-the chosen terms and none of the alternatives the table rejects.
+Each concept has one name in this book. The table gives the English term and the Japanese term that the
+Japanese edition uses for it throughout, roughly in the order in which the chapters introduce them, so that
+a reader of one edition can find their way in the other. Model names (Transformer, AFT) and a few words that
+are also code (softmax, einsum) stay in English in both editions.
 """,
     "ja": """\
 # 用語集 {#sec-glossary}
 
-本書では、1 つの概念を 1 つの用語で呼びます。下の表は、英語版の用語と、日本語版で一貫して使う訳語の対応です。
-おおむね章に登場する順に並べています。モデル名（Transformer、AFT）と、softmax や einsum のようにコードにも現れる語は、
-どちらの版でも英語のまま書きます。「使わない表記」の列は、同じ概念を指す別の訳語や表記のうち、本書の日本語の章では
-使わないものです。
-
-この表は、リポジトリのルートにある `glossary.csv` から生成しています。本書の用語の一覧はこのファイルだけです。
-`python -m tools.bookcheck` は、このページが表と一致していること、日本語の章に「使わない表記」が現れないことを確かめます。
+本書では、1 つの概念を 1 つの用語で呼びます。下の表は、英語版の用語と日本語版で一貫して使う訳語の対応で、
+おおむね章に登場する順に並べています。英語の文献や英語版を読むときの手がかりにしてください。
+モデル名（Transformer、AFT）と、softmax や einsum のようにコードにも現れる語は、どちらの版でも英語のまま書きます。
+「使わない表記」の列には、同じ概念を指す別の訳語や表記のうち、本書では使わないものを挙げています。
+ほかの文献でこれらの表記を見かけたら、同じ概念のことだと考えてください。
 """,
 }
 

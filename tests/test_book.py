@@ -456,7 +456,7 @@ def test_glossary_pages_follow_the_table(book):
     assert glossary.main(["--root", str(book)]) == 0
 
     assert glossary.main(["--root", str(book), "--check"]) == 0
-    assert bookcheck.check_glossary(book) == []
+    assert not mentions(bookcheck.check_glossary(book), "glossary.qmd")
     page = glossary.page_path(book, "ja").read_text(encoding="utf-8")
     assert "| sparse attention | スパースアテンション | 新しい用語。 | 疎アテンション |" in page
 

@@ -251,8 +251,8 @@ def test_works_under_vmap_and_jit():
     np.testing.assert_allclose(out[2], layer(xs[2], xs[2], xs[2])[0], atol=1e-6)
 
 
-def expect_error(call, *fragments):
-    with pytest.raises(ValueError) as info:
+def expect_error(call, *fragments, kind=ValueError):
+    with pytest.raises(kind) as info:
         call()
     message = str(info.value)
     for fragment in fragments:
@@ -269,12 +269,15 @@ def expect_error(call, *fragments):
         ({"value_dim": 0}, ["value_dim", "0"]),
         ({"d_out": -1}, ["d_out", "-1"]),
         ({"key_bias_positions": 0}, ["key_bias_positions", "0"]),
-        ({"num_heads": 2.5}, ["num_heads", "2.5"]),
     ],
 )
 def test_bad_sizes(kwargs, fragments):
     args = {"d_model": 7, "num_heads": 3, "key_dim": 8, **kwargs}
     expect_error(lambda: MultiHeadAttention(**args, key=jax.random.key(0)), *fragments)
+
+
+def test_non_integer_size_is_a_type_error():
+    expect_error(lambda: MultiHeadAttention(7, 2.5, 8, key=jax.random.key(0)), "num_heads", "2.5", kind=TypeError)
 
 
 def test_bad_inputs():
@@ -284,11 +287,11 @@ def test_bad_inputs():
     expect_error(lambda: layer(wide, x, x), "query", "d_model=7", "(5, 6)")
     expect_error(lambda: layer(x, wide, x), "key", "d_model=7", "(5, 6)")
     expect_error(lambda: layer(x, x, wide), "value", "d_model=7", "(5, 6)")
-    expect_error(lambda: layer(x, x, x[:4]), "key and value", "(5, 7)", "(4, 7)")
-    expect_error(lambda: layer(x[0], x, x), "query", "(Tq, d_model)", "(7,)")
-    expect_error(lambda: layer(x, x, x, jnp.ones((5, 4), dtype=bool)), "mask", "(5, 5)", "(3, 5, 5)", "(5, 4)")
-    expect_error(lambda: layer(x, x, x, jnp.ones((2, 5, 5), dtype=bool)), "mask", "(2, 5, 5)")
-    expect_error(lambda: layer(x, x, x, jnp.ones((5, 5))), "mask", "boolean", "float32")
+    expect_error(lambda: layer(x, x, x[:4]), "value", "Tk=5", "(4, 7)")
+    expect_error(lambda: layer(x[0], x, x), "query", "(Tq, d_query)", "(7,)")
+    expect_error(lambda: layer(x, x, x, jnp.ones((5, 4), dtype=bool)), "mask", "Tk=5", "(5, 4)")
+    expect_error(lambda: layer(x, x, x, jnp.ones((2, 5, 5), dtype=bool)), "mask", "(3, 5, 5)", "(2, 5, 5)")
+    expect_error(lambda: layer(x, x, x, jnp.ones((5, 5))), "mask", "boolean", "float32", kind=TypeError)
 
 
 def test_key_length_must_match_key_bias_positions():

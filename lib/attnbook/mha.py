@@ -26,6 +26,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jaxtyping import Array, Bool, Float
 
 from . import _checks
 from .attention import masked_softmax
@@ -66,7 +67,7 @@ class MultiHeadAttention(eqx.Module):
         d_out: features per output token; defaults to ``d_model`` (as in Keras).
         key_bias_positions: if given (an integer ``T``), the key bias is ``(heads, T, key_dim)``,
             one learned vector per head and key position, instead of ``(heads, key_dim)``.
-        key: PRNG key for the initial weights.
+        key: PRNG key for the initial weights (``jax.random.key(0)``; an int is a ``TypeError``).
 
     Kernels start Glorot-uniform (fans of the ``(d_model, heads * key_dim)`` and
     ``(heads * value_dim, d_out)`` matrices they reshape to) and biases at zero.
@@ -99,6 +100,7 @@ class MultiHeadAttention(eqx.Module):
         key_dim = _checks.positive_int("key_dim", key_dim)
         value_dim = key_dim if value_dim is None else _checks.positive_int("value_dim", value_dim)
         d_out = d_model if d_out is None else _checks.positive_int("d_out", d_out)
+        key = _checks.prng_key("key", key)
         self.w_q, self.w_k, self.w_v, self.w_o = _glorot_kernels(key, [
             ((d_model, heads, key_dim), d_model, heads * key_dim),
             ((d_model, heads, key_dim), d_model, heads * key_dim),
@@ -140,34 +142,36 @@ class MultiHeadAttention(eqx.Module):
         """``T`` for the per-position key bias of source 004, ``None`` for the standard layer."""
         return self.b_k.shape[1] if self.b_k.ndim == 3 else None
 
+    @_checks.shaped
     def __call__(
         self,
-        query: jax.Array,
-        key: jax.Array,
-        value: jax.Array,
-        mask: jax.Array | None = None,
-    ) -> tuple[jax.Array, jax.Array]:
+        query: Float[Array, "Tq d_query"],
+        key: Float[Array, "Tk d_key"],
+        value: Float[Array, "Tk d_value"],
+        mask: Bool[Array, "*heads Tq Tk"] | None = None,
+    ) -> tuple[Float[Array, "Tq d_out"], Float[Array, "heads Tq Tk"]]:
         """Attend from ``query (Tq, d_model)`` to ``key``, ``value (Tk, d_model)``.
+
+        (``d_query``, ``d_key`` and ``d_value`` in the annotations must all equal the layer's ``d_model``.)
 
         ``mask`` is boolean, True where a query may attend to a key: ``(Tq, Tk)`` for every head
         or ``(heads, Tq, Tk)`` per head. A query that sees no key in a head gets zero weights
         there (and that head contributes nothing to it); a query that sees no key in any head
-        gets a zero output, as everywhere in the book.
+        (or a query against ``Tk = 0`` keys) gets a zero output, as everywhere in the book.
+
+        Padding may hold anything: a key or value that a query may not see (in any head) does not
+        reach that query's output or its gradient, even if it is NaN or inf, and a key, value or
+        query row that no query sees in any head (padding) reaches no output and no gradient at
+        all, parameters' included. A NaN that some query may see is visible input: it makes
+        that query's output NaN, and with it any loss that sums over all queries.
 
         Returns ``(out (Tq, d_out), weights (heads, Tq, Tk))``.
         """
-        for name, x, axes in (("query", query, "(Tq, d_model)"), ("key", key, "(Tk, d_model)"),
-                              ("value", value, "(Tk, d_model)")):
-            _checks.ndim(name, x, 2, axes)
-            if x.shape[1] != self.d_model:
-                raise ValueError(
-                    f"{name} must have d_model={self.d_model} features, shape {axes}, got shape {tuple(x.shape)}"
-                )
-        if key.shape[0] != value.shape[0]:
-            raise ValueError(
-                f"key and value must have the same length Tk, got key {tuple(key.shape)} and value {tuple(value.shape)}"
-            )
-        tq, tk = query.shape[0], key.shape[0]
+        for name, x in (("query", query), ("key", key), ("value", value)):
+            if x.shape[1] != self.d_model:  # three names in the annotations: each is checked against the layer
+                raise ValueError(f"{name} must have d_model={self.d_model} features, shape (T, d_model), "
+                                 f"got shape {tuple(x.shape)}")
+        heads, tq, tk = self.num_heads, query.shape[0], key.shape[0]
         positions = self.key_bias_positions
         if positions is not None and tk != positions:
             raise ValueError(
@@ -175,33 +179,46 @@ class MultiHeadAttention(eqx.Module):
                 f"got key of shape {tuple(key.shape)}"
             )
         if mask is not None:
-            mask = jnp.asarray(mask)
-            allowed = {(tq, tk), (self.num_heads, tq, tk)}
-            if tuple(mask.shape) not in allowed:
+            if mask.dtype != jnp.bool_:  # _checks.shaped lets Bool[...] through any dtype (jaxtyping's "bool_")
+                raise TypeError(f"mask must be a boolean array (True where a query may attend), got dtype {mask.dtype}")
+            if tuple(mask.shape[:-2]) not in ((), (heads,)):
                 raise ValueError(
-                    f"mask must have shape (Tq, Tk) = {(tq, tk)} or (heads, Tq, Tk) = {(self.num_heads, tq, tk)}, "
+                    f"mask must have shape (Tq, Tk) = {(tq, tk)} or (heads, Tq, Tk) = {(heads, tq, tk)}, "
                     f"got {tuple(mask.shape)}"
                 )
-            if mask.dtype != jnp.bool_:
-                raise ValueError(f"mask must be boolean (True where a query may attend), got dtype {mask.dtype}")
-            mask = jnp.broadcast_to(mask, (self.num_heads, tq, tk))
+            mask = jnp.broadcast_to(jnp.asarray(mask), (heads, tq, tk))
+            # Rows that no query sees in any head (padding) are set to 0 before the projections: a
+            # gradient of 0 times a NaN input is NaN, and would reach the kernels' gradients.
+            key_seen = jnp.any(mask, axis=(0, 1))  # (Tk,)
+            query_sees = jnp.any(mask, axis=(0, 2))  # (Tq,)
+            query = jnp.where(query_sees[:, None], query, 0)
+            key = jnp.where(key_seen[:, None], key, 0)
+            value = jnp.where(key_seen[:, None], value, 0)
 
         # The projections are einsums over the Keras-shaped kernels, all heads at once ("thk": token, head, feature).
         b_k = jnp.swapaxes(self.b_k, 0, 1) if positions is not None else self.b_k  # (Tk, heads, key_dim) or (heads, key_dim)
         q = jnp.einsum("td,dhk->thk", query, self.w_q) + self.b_q  # (Tq, heads, key_dim)
         k = jnp.einsum("sd,dhk->shk", key, self.w_k) + b_k  # (Tk, heads, key_dim)
         v = jnp.einsum("sd,dhv->shv", value, self.w_v) + self.b_v  # (Tk, heads, value_dim)
+        k, v = k[None], v[None]  # (1, Tk, heads, features), broadcast against the queries
+        if mask is not None:
+            # Per (query, key, head): what the query may not see is 0, not merely weighted by 0, so a
+            # NaN there stays out of the scores, the weighted sum and their gradients (0 * NaN = NaN).
+            # For valid inputs nothing changes: those entries were multiplied by a zero weight.
+            visible = jnp.transpose(mask, (1, 2, 0))[..., None]  # (Tq, Tk, heads, 1)
+            k, v = jnp.where(visible, k, 0), jnp.where(visible, v, 0)
         # The two products inside attention are written as broadcast-and-sum; they are the einsums
         # "thk,shk->hts" and "hts,shv->thv". XLA on a CPU runs these tiny per-head matrix products
         # (5 x 7 by 7 x 5) about twice as slowly as the fused elementwise form, gradient included.
         scale = jnp.sqrt(jnp.asarray(self.key_dim, dtype=q.dtype))
-        scores = jnp.sum(q[:, None] * k[None], axis=-1) / scale  # (Tq, Tk, heads): q_t . k_s per head
+        scores = jnp.sum(q[:, None] * k, axis=-1) / scale  # (Tq, Tk, heads): q_t . k_s per head
         weights = masked_softmax(jnp.transpose(scores, (2, 0, 1)), mask)  # (heads, Tq, Tk), softmax over keys
-        context = jnp.sum(jnp.transpose(weights, (1, 2, 0))[..., None] * v[None], axis=1)  # (Tq, heads, value_dim)
+        context = jnp.sum(jnp.transpose(weights, (1, 2, 0))[..., None] * v, axis=1)  # (Tq, heads, value_dim)
         out = jnp.einsum("thv,hvo->to", context, self.w_o) + self.b_o  # the sum over heads
         if mask is not None:
-            sees_something = jnp.any(mask, axis=(0, 2))  # (Tq,)
-            out = jnp.where(sees_something[:, None], out, 0.0)
+            out = jnp.where(query_sees[:, None], out, 0.0)
+        elif tk == 0:  # no key at all: every query sees nothing
+            out = jnp.zeros_like(out)
         return out, weights
 
 

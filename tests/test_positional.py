@@ -85,7 +85,6 @@ def test_alibi():
     [
         (lambda: positional.sinusoidal_encoding(0, 8), ["length", "positive", "0"]),
         (lambda: positional.sinusoidal_encoding(8, -2), ["d_model", "positive", "-2"]),
-        (lambda: positional.sinusoidal_encoding(8, 2.5), ["d_model", "2.5"]),
         (lambda: positional.sinusoidal_encoding(8, 4, base=0.0), ["base", "0.0"]),
         (lambda: positional.relative_rotation(1, 5), ["d_model", "even", "5"]),
         (lambda: positional.rope(jnp.ones((4, 3))), ["x", "even", "(4, 3)"]),
@@ -95,6 +94,21 @@ def test_alibi():
 )
 def test_bad_arguments(call, names):
     with pytest.raises(ValueError) as info:
+        call()
+    for name in names:
+        assert name in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "call, names",
+    [
+        (lambda: positional.sinusoidal_encoding(8, 2.5), ["d_model", "2.5"]),
+        (lambda: positional.relative_rotation(1.5, 4), ["offset", "1.5"]),
+        (lambda: positional.rope(jnp.ones((4, 2), dtype=jnp.int32)), ["x", "floating-point", "int32"]),
+    ],
+)
+def test_wrong_types(call, names):
+    with pytest.raises(TypeError) as info:
         call()
     for name in names:
         assert name in str(info.value)

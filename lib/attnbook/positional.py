@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 import numpy as np
+from jaxtyping import Array, Float
 
 from . import _checks
 
@@ -53,8 +54,8 @@ def relative_rotation(offset: int, d_model: int, base: float = 10000.0) -> jnp.n
     d_model = _checks.positive_int("d_model", d_model)
     if d_model % 2:
         raise ValueError(f"d_model must be even for (sin, cos) pairs to rotate, got {d_model}")
-    if not isinstance(offset, (int, np.integer)):
-        raise ValueError(f"offset must be an integer, got {offset!r}")
+    if isinstance(offset, bool) or not isinstance(offset, (int, np.integer)):
+        raise TypeError(f"offset must be an integer, got {type(offset).__name__} {offset!r}")
     theta = offset * frequencies(d_model, base)
     c, s = np.cos(theta), np.sin(theta)
     rot = np.zeros((d_model, d_model))
@@ -64,17 +65,18 @@ def relative_rotation(offset: int, d_model: int, base: float = 10000.0) -> jnp.n
     return jnp.asarray(rot, dtype=jnp.float32)
 
 
-def rope(x: jnp.ndarray, base: float = 10000.0) -> jnp.ndarray:
+@_checks.shaped
+def rope(x: Float[Array, "T d"], base: float = 10000.0) -> Float[Array, "T d"]:
     """Rotary position embedding: rotate each feature pair of token ``p`` by ``p * omega_i``.
 
-    ``x`` has shape ``(T, d)`` with ``d`` even; so does the result. Applied to queries and
-    keys, it makes ``rope(q)[m] . rope(k)[n]`` depend on positions only through ``m - n``.
-    Pairs are adjacent columns ``(2i, 2i + 1)``, as in the RoPE paper.
+    ``x`` is a float array of shape ``(T, d)`` with ``d`` even; so is the result, in the dtype
+    of ``x`` (an integer ``x`` is a ``TypeError``: its rotation would be rounded to integers).
+    Applied to queries and keys, it makes ``rope(q)[m] . rope(k)[n]`` depend on positions only
+    through ``m - n``. Pairs are adjacent columns ``(2i, 2i + 1)``, as in the RoPE paper.
     """
-    _checks.ndim("x", x, 2, "(T, d)")
     length, d = x.shape
     if d % 2:
-        raise ValueError(f"x must have an even number of features for RoPE, got shape {x.shape}")
+        raise ValueError(f"x must have an even number of features d for RoPE, got shape {tuple(x.shape)}")
     angles = np.arange(length)[:, None] * frequencies(d, base)[None, :]  # (T, d/2)
     cos = jnp.asarray(np.cos(angles), dtype=x.dtype)
     sin = jnp.asarray(np.sin(angles), dtype=x.dtype)

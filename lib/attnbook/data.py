@@ -16,7 +16,10 @@ from __future__ import annotations
 import dataclasses
 import itertools
 
+import numbers
+
 import numpy as np
+from jaxtyping import Float, Int, Real
 
 from . import _checks
 
@@ -58,13 +61,48 @@ class BayesAccuracy:
 # --------------------------------------------------------------------------- argument checks
 
 
-def _probabilities(name: str, p, shape: tuple[int, ...]) -> np.ndarray:
-    p = np.asarray(p, dtype=np.float64)
-    if p.shape != shape:
-        raise ValueError(f"{name} must have shape {shape}, got {p.shape}")
-    if np.any(p < 0) or not np.allclose(p.sum(axis=-1), 1.0, atol=1e-8):
-        raise ValueError(f"{name} must be non-negative and sum to 1 along the last axis, got sums {p.sum(axis=-1)}")
+def _probabilities(name: str, p) -> np.ndarray:
+    """``p`` as float64 if every entry is finite and non-negative and every row (last axis) sums to 1.
+
+    The shape is checked by the caller's annotation (:func:`attnbook._checks.shaped`).
+    """
+    p = np.asarray(p)
+    if p.dtype == np.bool_ or not (np.issubdtype(p.dtype, np.integer) or np.issubdtype(p.dtype, np.floating)):
+        raise TypeError(f"{name} must be an array of real probabilities, got dtype {p.dtype}")
+    p = p.astype(np.float64)
+    p = _checks.values(name, p, ~np.isfinite(p), "finite probabilities")
+    p = _checks.values(name, p, p < 0, "non-negative probabilities")
+    sums = p.sum(axis=-1)
+    if not np.allclose(sums, 1.0, atol=1e-8):
+        raise ValueError(f"{name} must sum to 1 along the last axis, got sums {sums}")
     return p
+
+
+def _fresh_days(name: str, days) -> tuple[int, ...]:
+    """The 1-based days drawn afresh in the 1-4-8 process: integers in 1..10, day 1 among them."""
+    if isinstance(days, (str, bytes)) or not hasattr(days, "__iter__"):
+        raise TypeError(f"{name} must be a tuple of days such as (1, 4, 8), got {type(days).__name__} {days!r}")
+    days = tuple(days)
+    if not all(isinstance(d, numbers.Integral) and not isinstance(d, bool) for d in days):
+        raise TypeError(f"{name} must hold integer days such as (1, 4, 8), got {days!r}")
+    if 1 not in days or not set(days) <= set(range(1, 11)):
+        raise ValueError(f"{name} must include day 1 and lie in 1..10, got {days}")
+    return tuple(int(d) for d in days)
+
+
+def _first_value(first_value) -> int:
+    """How dotmod codes the weathers: 0 (the articles' text) or 1 (their code)."""
+    if isinstance(first_value, bool) or not isinstance(first_value, numbers.Integral):
+        raise TypeError(f"first_value must be the integer 0 or 1, got {type(first_value).__name__} {first_value!r}")
+    if first_value not in (0, 1):
+        raise ValueError(f"first_value must be 0 (the articles' text) or 1 (their code), got {first_value!r}")
+    return int(first_value)
+
+
+def _weathers(name: str, tokens) -> np.ndarray:
+    """``tokens`` as an integer array with every entry a weather, 0, 1 or 2 (-1 is not "the last one")."""
+    tokens = np.asarray(tokens)
+    return _checks.integers_in_range(name, tokens, 0, NUM_WEATHERS)
 
 
 def _sample(rng: np.random.Generator, probs: np.ndarray) -> np.ndarray:
@@ -82,15 +120,24 @@ def _split(days: np.ndarray, length: int) -> tuple[np.ndarray, np.ndarray]:
 # --------------------------------------------------------------------------- Markov
 
 
-def markov(n: int, rng: np.random.Generator, length: int = 10, initial=MARKOV_INITIAL, transition=MARKOV_TRANSITION):
+@_checks.shaped
+def markov(
+    n: int,
+    rng: np.random.Generator,
+    length: int = 10,
+    initial: Real[np.ndarray, "3"] = MARKOV_INITIAL,
+    transition: Real[np.ndarray, "3 3"] = MARKOV_TRANSITION,
+) -> tuple[Int[np.ndarray, "n length"], Int[np.ndarray, " n"]]:
     """Weather that depends only on the day before: day 1 from ``initial``, then ``transition``.
 
     Returns ``(tokens (n, length), targets (n,))``: days ``1..length`` and day ``length + 1``.
+    ``initial`` and the rows of ``transition`` are probability vectors (finite, >= 0, summing to 1).
     """
     n = _checks.positive_int("n", n)
+    rng = _checks.numpy_rng("rng", rng)
     length = _checks.positive_int("length", length)
-    initial = _probabilities("initial", initial, (NUM_WEATHERS,))
-    transition = _probabilities("transition", transition, (NUM_WEATHERS, NUM_WEATHERS))
+    initial = _probabilities("initial", initial)
+    transition = _probabilities("transition", transition)
     days = np.empty((n, length + 1), dtype=np.int64)
     days[:, 0] = _sample(rng, np.broadcast_to(initial, (n, NUM_WEATHERS)))
     for t in range(1, length + 1):
@@ -98,14 +145,19 @@ def markov(n: int, rng: np.random.Generator, length: int = 10, initial=MARKOV_IN
     return _split(days, length)
 
 
-def markov_bayes_accuracy(length: int = 10, initial=MARKOV_INITIAL, transition=MARKOV_TRANSITION) -> BayesAccuracy:
+@_checks.shaped
+def markov_bayes_accuracy(
+    length: int = 10,
+    initial: Real[np.ndarray, "3"] = MARKOV_INITIAL,
+    transition: Real[np.ndarray, "3 3"] = MARKOV_TRANSITION,
+) -> BayesAccuracy:
     """Exact: predict the most likely successor of the last visible day.
 
     ``sum_w P(day_length = w) * max_v transition[w, v]``; 0.5056 for the articles' chain.
     """
     length = _checks.positive_int("length", length)
-    initial = _probabilities("initial", initial, (NUM_WEATHERS,))
-    transition = _probabilities("transition", transition, (NUM_WEATHERS, NUM_WEATHERS))
+    initial = _probabilities("initial", initial)
+    transition = _probabilities("transition", transition)
     last_day = initial @ np.linalg.matrix_power(transition, length - 1)
     return BayesAccuracy(float(last_day @ transition.max(axis=1)), exact=True)
 
@@ -113,28 +165,33 @@ def markov_bayes_accuracy(length: int = 10, initial=MARKOV_INITIAL, transition=M
 # --------------------------------------------------------------------------- 1-4-8
 
 
-def one_four_eight_table(rng: np.random.Generator) -> np.ndarray:
+def one_four_eight_table(rng: np.random.Generator) -> Float[np.ndarray, "3 3 3 3"]:
     """The random rule of the 1-4-8 process: a distribution of day 11 for each (day 1, 4, 8).
 
     As in the articles, each of the 27 distributions is ``(i, j, k) / 10`` with ``i + j + k = 10``
     and ``1 <= i, j, k <= 8``, chosen uniformly. Shape ``(3, 3, 3, 3)``.
     """
+    rng = _checks.numpy_rng("rng", rng)
     candidates = np.array([c for c in itertools.product(range(1, 9), repeat=3) if sum(c) == 10]) / 10
     return candidates[rng.integers(len(candidates), size=(NUM_WEATHERS,) * 3)]
 
 
-def one_four_eight(n: int, rng: np.random.Generator, table: np.ndarray, fresh_days=(1, 4, 8)):
+@_checks.shaped
+def one_four_eight(
+    n: int, rng: np.random.Generator, table: Real[np.ndarray, "3 3 3 3"], fresh_days=(1, 4, 8)
+) -> tuple[Int[np.ndarray, "n 10"], Int[np.ndarray, " n"]]:
     """The 1-4-8 process: 10 visible days, day 11 drawn from ``table[day1, day4, day8]``.
 
     Days listed in ``fresh_days`` (1-based) are drawn independently from ``MARKOV_INITIAL``; every
     other day follows the Markov chain from the day before. The articles' text says days 1, 4 and 8
     are drawn independently (the default); their code draws days 1, 5 and 9 instead (pass
     ``fresh_days=(1, 5, 9)`` to reproduce it). Day 11 depends on days 1, 4 and 8 in both.
+    ``table[a, b, c]`` is a probability vector over day 11, e.g. from :func:`one_four_eight_table`.
     """
     n = _checks.positive_int("n", n)
-    table = _probabilities("table", table, (NUM_WEATHERS,) * 4)
-    if 1 not in fresh_days or not set(fresh_days) <= set(range(1, 11)):
-        raise ValueError(f"fresh_days must include day 1 and lie in 1..10, got {fresh_days}")
+    rng = _checks.numpy_rng("rng", rng)
+    table = _probabilities("table", table)
+    fresh_days = _fresh_days("fresh_days", fresh_days)
     days = np.empty((n, 11), dtype=np.int64)
     for t in range(10):
         if t + 1 in fresh_days:
@@ -145,12 +202,14 @@ def one_four_eight(n: int, rng: np.random.Generator, table: np.ndarray, fresh_da
     return _split(days, 10)
 
 
-def one_four_eight_bayes_accuracy(table: np.ndarray, fresh_days=(1, 4, 8)) -> BayesAccuracy:
+@_checks.shaped
+def one_four_eight_bayes_accuracy(table: Real[np.ndarray, "3 3 3 3"], fresh_days=(1, 4, 8)) -> BayesAccuracy:
     """Exact: ``sum P(day1, day4, day8) * max table[day1, day4, day8]``.
 
     The joint law of (day 1, day 4, day 8) is propagated forward through the chain, day by day.
     """
-    table = _probabilities("table", table, (NUM_WEATHERS,) * 4)
+    table = _probabilities("table", table)
+    fresh_days = _fresh_days("fresh_days", fresh_days)
 
     def step(day: int) -> np.ndarray:  # law of `day` given the day before, as a matrix
         return np.tile(MARKOV_INITIAL, (NUM_WEATHERS, 1)) if day in fresh_days else MARKOV_TRANSITION
@@ -186,12 +245,15 @@ def _n_days_probs(window: np.ndarray) -> np.ndarray:
     return (memory - counts) / (2 * memory)
 
 
-def n_days(n: int, rng: np.random.Generator, memory: int = 10, length: int = 10, burn_in: int = 100):
+def n_days(
+    n: int, rng: np.random.Generator, memory: int = 10, length: int = 10, burn_in: int = 100
+) -> tuple[Int[np.ndarray, "n length"], Int[np.ndarray, " n"]]:
     """The n-days process: a weather seen ``k`` times in the last ``memory`` days comes next with
     probability ``(memory - k) / (2 * memory)``. With ``memory > length`` some of the days that
     matter are hidden from the model (the articles use memory 10 and 15, length 10).
     """
     n = _checks.positive_int("n", n)
+    rng = _checks.numpy_rng("rng", rng)
     memory = _checks.positive_int("memory", memory)
     length = _checks.positive_int("length", length)
     burn_in = _checks.positive_int("burn_in", burn_in)
@@ -199,13 +261,20 @@ def n_days(n: int, rng: np.random.Generator, memory: int = 10, length: int = 10,
     return _split(days, length)
 
 
-def dotmod_probs(window: np.ndarray, first_value: int = 1, noise: float = 0.02) -> np.ndarray:
+@_checks.shaped
+def dotmod_probs(window: Int[np.ndarray, "n memory"], first_value: int = 1, noise: float = 0.02) -> Float[np.ndarray, "n 3"]:
     """Next-day law of the dotmod process given the last days (oldest first), shape ``(n, 3)``.
 
     With ``y`` the weathers coded ``first_value, first_value + 1, first_value + 2``, the next day is
-    ``(y * (2 - y)) . beta mod 3`` with probability ``1 - 2 * noise``. The articles' code codes the
-    weathers 1, 2, 3 (the default); their text says 0, 1, 2.
+    ``(y * (2 - y)) . beta mod 3`` with probability ``1 - 2 * noise``, each other weather with
+    probability ``noise``. The articles' code codes the weathers 1, 2, 3 (the default); their text
+    says 0, 1, 2. ``noise`` lies in ``[0, 0.5]``: beyond 0.5, ``1 - 2 * noise`` would be negative.
     """
+    window = _weathers("window", window)
+    if window.shape[1] < 1:
+        raise ValueError(f"window must hold at least one day (shape (n, memory) with memory >= 1), got {window.shape}")
+    first_value = _first_value(first_value)
+    noise = _checks.probability("noise", noise, high=0.5)
     y = window + first_value
     beta = np.resize(DOTMOD_BETA, window.shape[1])
     target = ((y * (2 - y)) @ beta) % NUM_WEATHERS
@@ -214,23 +283,31 @@ def dotmod_probs(window: np.ndarray, first_value: int = 1, noise: float = 0.02) 
     return probs
 
 
-def dotmod(n: int, rng: np.random.Generator, memory: int = 10, length: int = 10, burn_in: int = 100, first_value: int = 1):
+def dotmod(
+    n: int, rng: np.random.Generator, memory: int = 10, length: int = 10, burn_in: int = 100, first_value: int = 1
+) -> tuple[Int[np.ndarray, "n length"], Int[np.ndarray, " n"]]:
     """The dotmod process: a non-linear (modular) function of the last ``memory`` days, 4 % noise."""
     n = _checks.positive_int("n", n)
+    rng = _checks.numpy_rng("rng", rng)
     memory = _checks.positive_int("memory", memory)
     length = _checks.positive_int("length", length)
     burn_in = _checks.positive_int("burn_in", burn_in)
-    if first_value not in (0, 1):
-        raise ValueError(f"first_value must be 0 (the articles' text) or 1 (their code), got {first_value!r}")
+    first_value = _first_value(first_value)
     days = _run_chains(lambda w: dotmod_probs(w, first_value), n, rng, memory, burn_in + length + 1)
     return _split(days, length)
 
 
 def dotmod_bayes_accuracy(memory: int = 10, length: int = 10) -> BayesAccuracy:
-    """Exact when the visible days include all ``memory`` days the rule reads: 0.96."""
+    """Exact when the visible days include all ``memory`` days the rule reads: 0.96 (the rule's
+    weather has probability ``1 - 2 * 0.02``)."""
+    memory = _checks.positive_int("memory", memory)
+    length = _checks.positive_int("length", length)
     if length < memory:
         raise ValueError(f"dotmod's accuracy is exact only for length >= memory, got length {length} < memory {memory}")
     return BayesAccuracy(0.96, exact=True)
+
+
+_MAX_LOOKUP_LENGTH = 14  # the lookup table of n_days_bayes_accuracy has 3**length cells per weather: 4.8 million at 14
 
 
 def n_days_bayes_accuracy(
@@ -246,14 +323,29 @@ def n_days_bayes_accuracy(
     visible weather" and a lookup table of ``E[p | visible days]`` estimated on the other half (with
     3**10 possible windows, the table is noisy; the simple rule often wins).
     The standard error treats each chain's mean as one sample, since windows of a chain are correlated.
+
+    Each chain yields ``steps - max(memory, length)`` windows, so ``steps`` must exceed
+    ``max(memory, length)``; the standard error needs two scored chains (``chains >= 2``, or ``>= 3``
+    when half of them fit the lookup table).
     """
     memory = _checks.positive_int("memory", memory)
+    rng = _checks.numpy_rng("rng", rng)
     length = _checks.positive_int("length", length)
     chains = _checks.positive_int("chains", chains)
-    if chains < 2:
-        raise ValueError(f"chains must be at least 2 for a standard error, got {chains}")
-    days = _run_chains(_n_days_probs, chains, rng, memory, burn_in + steps)
+    steps = _checks.positive_int("steps", steps)
+    burn_in = _checks.positive_int("burn_in", burn_in)
     span = max(memory, length) + 1  # the days that matter for the next day, and that day
+    if steps < span:
+        raise ValueError(f"steps must be at least max(memory, length) + 1 = {span} for one window per chain, got {steps}")
+    scored = chains if memory <= length else chains - chains // 2  # chains whose windows are scored
+    if scored < 2:
+        least = 2 if memory <= length else 3
+        raise ValueError(f"chains must be at least {least} for a standard error"
+                         f"{' (half of them fit the lookup table)' if memory > length else ''}, got {chains}")
+    if memory > length > _MAX_LOOKUP_LENGTH:
+        raise ValueError(f"length must be at most {_MAX_LOOKUP_LENGTH} when memory > length (the lookup table has "
+                         f"3**length cells per weather), got {length}")
+    days = _run_chains(_n_days_probs, chains, rng, memory, burn_in + steps)
     starts = range(2 * memory + burn_in, days.shape[1] - span + 1)
     windows = np.stack([days[:, s : s + span - 1] for s in starts], axis=1)  # (chains, per chain, span-1)
     probs = _n_days_probs(windows[..., -memory:].reshape(-1, memory)).reshape(windows.shape[:2] + (NUM_WEATHERS,))
@@ -288,12 +380,14 @@ def n_days_bayes_accuracy(
 # --------------------------------------------------------------------------- features
 
 
-def features(tokens, max_length: int = 20) -> np.ndarray:
+@_checks.shaped
+def features(tokens: Int[np.ndarray, "*batch T"], max_length: int = 20) -> Float[np.ndarray, "*batch T 4"]:
     """The articles' 4 input features per day: one-hot weather and ``(t + 1) / max_length``.
 
-    ``tokens`` of shape ``(..., T)`` gives ``(..., T, 4)`` float32.
+    ``tokens`` of shape ``(..., T)``, weathers 0, 1, 2 with ``T <= max_length``, gives
+    ``(..., T, 4)`` float32.
     """
-    tokens = np.asarray(tokens)
+    tokens = _weathers("tokens", tokens)
     max_length = _checks.positive_int("max_length", max_length)
     if tokens.shape[-1] > max_length:
         raise ValueError(f"tokens must have at most max_length={max_length} days, got {tokens.shape[-1]}")

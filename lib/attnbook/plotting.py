@@ -13,6 +13,17 @@ import matplotlib as mpl
 import matplotlib.pyplot as plt
 import matplotlib_fontja  # noqa: F401  (registers IPAexGothic with matplotlib)
 import numpy as np
+import jaxtyping
+from jaxtyping import Array, Int
+
+from . import _checks
+
+
+class Plottable(jaxtyping.AbstractDtype):
+    """Any dtype ``imshow`` draws: booleans (masks), integers and reals (``Shaped`` without complex)."""
+
+    dtypes = ["bool", *jaxtyping.Real.dtypes]
+
 
 LANGUAGES = ("en", "ja")
 WEATHER_SYMBOLS = ("☂", "☁", "☀")  # token 0 = rain, 1 = cloud, 2 = sun
@@ -51,17 +62,33 @@ def tr(en: str, ja: str) -> str:
 
 def integer_ticks(ax: plt.Axes) -> None:
     """Whole-number ticks on both axes: positions, days and tokens are counted, not measured."""
+    _axes("ax", ax)
     for axis in (ax.xaxis, ax.yaxis):
         axis.set_major_locator(mpl.ticker.MaxNLocator(integer=True))
 
 
-def weather_labels(tokens: Sequence[int]) -> list[str]:
-    """Weather symbols for integer tokens: 0 → ☂, 1 → ☁, 2 → ☀."""
+def _axes(name: str, ax) -> plt.Axes:
+    """``ax`` if it is a matplotlib ``Axes``, else a ``TypeError`` naming the argument."""
+    if not isinstance(ax, plt.Axes):
+        raise TypeError(f"{name} must be a matplotlib Axes (e.g. from plt.subplots()), got {type(ax).__name__}")
+    return ax
+
+
+@_checks.shaped
+def weather_labels(tokens: Int[Array, " T"]) -> list[str]:
+    """Weather symbols for integer tokens ``(T,)`` in ``[0, 3)``: 0 → ☂, 1 → ☁, 2 → ☀.
+
+    A list of ints works as well as an array. Ids outside ``[0, 3)`` are a ``ValueError`` (``-1`` is
+    not the last symbol), floats a ``TypeError``.
+    """
+    tokens = np.asarray(tokens)
+    tokens = _checks.integers_in_range("tokens", tokens, 0, len(WEATHER_SYMBOLS))
     return [WEATHER_SYMBOLS[int(t)] for t in tokens]
 
 
+@_checks.shaped
 def heatmap(
-    matrix,
+    matrix: Plottable[Array, "rows cols"],
     *,
     ax: plt.Axes | None = None,
     row_labels: Sequence[str] | None = None,
@@ -82,10 +109,13 @@ def heatmap(
     (rows = positions, columns = features). ``annotate`` writes each value in its cell.
     """
     matrix = np.asarray(matrix)
-    if matrix.ndim != 2:
-        raise ValueError(f"matrix must be 2-D, got shape {matrix.shape}")
+    if not (matrix.dtype == np.bool_ or np.issubdtype(matrix.dtype, np.integer) or np.issubdtype(matrix.dtype, np.floating)):
+        raise TypeError(f"matrix must be a boolean, integer or real array, got dtype {matrix.dtype}")
+    if matrix.size == 0:
+        raise ValueError(f"matrix must have at least one row and one column, got shape {matrix.shape}")
     if ax is None:
         _, ax = plt.subplots()
+    _axes("ax", ax)
     image = ax.imshow(matrix, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto", interpolation="nearest")
     integer_ticks(ax)  # rows and columns are tokens or features
     for labels, count, set_ticks, set_labels, axis in (

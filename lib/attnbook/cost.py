@@ -17,11 +17,13 @@ figure.
 
 from __future__ import annotations
 
+import inspect
 import statistics
 import time
 from collections.abc import Callable
 
 import jax
+import numpy as np
 
 from . import _checks
 
@@ -29,12 +31,63 @@ ALL_BUFFERS = {"xla_cpu_experimental_ynn_fusion_type": ""}
 """XLA compile options that keep every buffer in XLA's own plan (CPU only): no YNNPACK fusions."""
 
 
+def _function(name: str, fn) -> Callable:
+    if not callable(fn):
+        raise TypeError(f"{name} must be a function, got {type(fn).__name__} {fn!r:.60}")
+    return fn
+
+
+def _flag(name: str, value) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be True or False, got {type(value).__name__} {value!r:.60}")
+    return bool(value)
+
+
+def _static_names(static_argnames) -> frozenset[str]:
+    names = (static_argnames,) if isinstance(static_argnames, str) else static_argnames
+    try:
+        names = frozenset(names)
+    except TypeError:
+        names = None
+    if names is None or not all(isinstance(n, str) for n in names):
+        raise TypeError(f"static_argnames must be a name or a sequence of names, got {static_argnames!r:.60}")
+    return names
+
+
+def _check_inputs(fn: Callable, args: tuple, static: frozenset[str]) -> None:
+    """Every traced argument must be arrays or ``jax.ShapeDtypeStruct`` (static ones may be anything).
+
+    A shape such as ``(1024, 64)`` passed where a ``ShapeDtypeStruct`` was meant would otherwise be
+    traced as two integer scalars, and the measured program would be a different one.
+    """
+    try:
+        parameters = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):  # no signature (some builtins): check every argument
+        parameters = []
+    for i, arg in enumerate(args):
+        parameter = parameters[i] if i < len(parameters) else None
+        if parameter is not None and parameter.kind != parameter.VAR_POSITIONAL and parameter.name in static:
+            continue
+        for leaf in jax.tree.leaves(arg):
+            if not isinstance(leaf, (jax.Array, np.ndarray, np.generic, jax.ShapeDtypeStruct)):
+                raise TypeError(
+                    f"args[{i}] must be arrays or jax.ShapeDtypeStruct (e.g. jax.ShapeDtypeStruct((1024, 64), "
+                    f"jnp.float32)); Python values go through static_argnames; got {type(leaf).__name__} {leaf!r:.60}"
+                )
+
+
 def compiled(fn: Callable, *args, all_buffers: bool = False, static_argnames=()):
     """``jax.jit(fn)`` compiled for ``args`` (arrays or ``jax.ShapeDtypeStruct``), without running it.
 
     With ``all_buffers`` (CPU only) the program is compiled with :data:`ALL_BUFFERS`, so that its
-    memory analysis counts every temporary buffer.
+    memory analysis counts every temporary buffer. Arguments named in ``static_argnames`` may be
+    Python values; every other argument must be arrays or ``jax.ShapeDtypeStruct`` (``TypeError``).
     """
+    fn = _function("fn", fn)
+    all_buffers = _flag("all_buffers", all_buffers)
+    static = _static_names(static_argnames)
+    _check_inputs(fn, args, static)
+    static_argnames = tuple(static)
     lowered = jax.jit(fn, static_argnames=static_argnames).lower(*args)
     if all_buffers and jax.default_backend() == "cpu":
         return lowered.compile(compiler_options=ALL_BUFFERS)
@@ -45,7 +98,7 @@ def temporary_bytes(fn: Callable, *args, all_buffers: bool = True) -> int:
     """Peak temporary memory of ``jax.jit(fn)`` for ``args``, from XLA's compiled memory analysis.
 
     Nothing is run, so shapes (``jax.ShapeDtypeStruct``) are enough and the figure is the same on
-    every run. Inputs and outputs are not counted.
+    every run. Inputs and outputs are not counted. Arguments as for :func:`compiled`.
     """
     return int(compiled(fn, *args, all_buffers=all_buffers).memory_analysis().temp_size_in_bytes)
 
@@ -56,7 +109,9 @@ def median_seconds(fn: Callable, *args, repeats: int = 5, warmup: int = 1) -> fl
     ``fn`` should be compiled already (a ``jax.jit`` function or the result of :func:`compiled`);
     the warm-up runs absorb any compilation and first-call costs.
     """
+    fn = _function("fn", fn)
     repeats = _checks.positive_int("repeats", repeats)
+    warmup = _checks.nonnegative_int("warmup", warmup)
     for _ in range(warmup):
         jax.block_until_ready(fn(*args))
     times = []

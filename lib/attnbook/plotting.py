@@ -13,6 +13,7 @@ import matplotlib as mpl
 import matplotlib.pyplot as plt
 import matplotlib_fontja  # noqa: F401  (registers IPAexGothic with matplotlib)
 import numpy as np
+import jax.numpy as jnp
 import jaxtyping
 from jaxtyping import Array, Int
 
@@ -109,8 +110,10 @@ def heatmap(
     (rows = positions, columns = features). ``annotate`` writes each value in its cell.
     """
     matrix = np.asarray(matrix)
-    if not (matrix.dtype == np.bool_ or np.issubdtype(matrix.dtype, np.integer) or np.issubdtype(matrix.dtype, np.floating)):
+    if not (matrix.dtype == np.bool_ or np.issubdtype(matrix.dtype, np.integer) or jnp.issubdtype(matrix.dtype, jnp.floating)):
         raise TypeError(f"matrix must be a boolean, integer or real array, got dtype {matrix.dtype}")
+    if jnp.issubdtype(matrix.dtype, jnp.floating) and not np.issubdtype(matrix.dtype, np.floating):
+        matrix = matrix.astype(np.float32)  # bfloat16 and JAX's other floats, which matplotlib does not know
     if matrix.size == 0:
         raise ValueError(f"matrix must have at least one row and one column, got shape {matrix.shape}")
     if ax is None:

@@ -74,6 +74,7 @@ def rope(x: Float[Array, "T d"], base: float = 10000.0) -> Float[Array, "T d"]:
     Applied to queries and keys, it makes ``rope(q)[m] . rope(k)[n]`` depend on positions only
     through ``m - n``. Pairs are adjacent columns ``(2i, 2i + 1)``, as in the RoPE paper.
     """
+    x = jnp.asarray(x)  # nested lists of floats work too
     length, d = x.shape
     if d % 2:
         raise ValueError(f"x must have an even number of features d for RoPE, got shape {tuple(x.shape)}")

@@ -118,7 +118,7 @@ def shape(name: str, x, expected: tuple[int, ...], meaning: str) -> None:
 
 
 _KINDS = (  # (is a jaxtyping dtype name of the family, how messages name it, test on a NumPy/JAX dtype)
-    (lambda n: n == "bool", "boolean", lambda dt: dt == np.bool_),
+    (lambda n: n in ("bool", "bool_"), "boolean", lambda dt: dt == np.bool_),
     (lambda n: n.startswith(("int", "uint")), "integer", lambda dt: jnp.issubdtype(dt, jnp.integer)),
     (lambda n: "float" in n, "floating-point", lambda dt: jnp.issubdtype(dt, jnp.floating)),
 )

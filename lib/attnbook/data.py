@@ -303,7 +303,7 @@ def dotmod_bayes_accuracy(memory: int = 10, length: int = 10) -> BayesAccuracy:
     memory = _checks.positive_int("memory", memory)
     length = _checks.positive_int("length", length)
     if length < memory:
-        raise ValueError(f"dotmod's accuracy is exact only for length >= memory, got length {length} < memory {memory}")
+        raise ValueError(f"length must be at least memory={memory} for dotmod's accuracy to be exact, got {length}")
     return BayesAccuracy(0.96, exact=True)
 
 

@@ -126,6 +126,8 @@ _KINDS = (  # (is a jaxtyping dtype name of the family, how messages name it, te
 
 def _kind(annotation) -> tuple[str, typing.Callable] | None:
     """The dtype family a jaxtyping annotation asks for (``None``: any dtype, e.g. ``Shaped``)."""
+    if isinstance(annotation.dtypes, str) or not hasattr(annotation.dtypes, "__iter__"):
+        return None  # Shaped[...]: jaxtyping's "any dtype"
     allowed = set(annotation.dtypes)
     for family, label, test in _KINDS:
         if all(family(n) for n in allowed):

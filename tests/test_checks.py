@@ -1,0 +1,109 @@
+"""The checking mechanism behind the library's contract for bad input (attnbook._checks)."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jaxtyping import Array, Bool, Float, Int, Shaped
+
+from attnbook import _checks
+
+
+@_checks.shaped
+def attend(
+    q: Float[Array, "Tq d"],
+    k: Float[Array, "Tk d"],
+    v: Float[Array, "Tk dv"],
+    mask: Bool[Array, "Tq Tk"] | None = None,
+    bias: Float[Array, "*heads Tq Tk"] | None = None,
+) -> Float[Array, "Tq dv"]:
+    return q @ k.T @ v
+
+
+@_checks.shaped
+def pick(tokens: Int[Array, "T"], table: Shaped[Array, "T 3"]) -> Shaped[Array, "T 3"]:
+    return table
+
+
+Q, K, V = jnp.ones((3, 4)), jnp.ones((5, 4)), jnp.ones((5, 2))
+
+
+def test_valid_arguments_pass_and_names_bind_across_arguments():
+    assert attend(Q, K, V).shape == (3, 2)
+    assert attend(Q, K, V, jnp.ones((3, 5), bool), jnp.zeros((2, 7, 3, 5))).shape == (3, 2)
+    assert pick(jnp.arange(4), np.zeros((4, 3), np.float16)).shape == (4, 3)
+
+
+@pytest.mark.parametrize(
+    "args, error, message",
+    [
+        ((Q, jnp.ones((5, 3)), V), ValueError, r"k must have shape \(Tk, d=4\), got \(5, 3\)"),
+        ((Q, K, jnp.ones((4, 2))), ValueError, r"v must have shape \(Tk=5, dv\), got \(4, 2\)"),
+        ((Q[0], K, V), ValueError, r"q must have shape \(Tq, d\), got an array of shape \(4,\)"),
+        ((Q, K, V, jnp.ones((3, 5))), TypeError, "mask must be a boolean array, got dtype float32"),
+        ((Q, K, V, jnp.ones((3, 4), bool)), ValueError, r"mask must have shape \(Tq=3, Tk=5\)"),
+        ((Q, K, V, None, jnp.ones((2, 3, 4))), ValueError, r"bias must have shape \(\*heads, Tq=3, Tk=5\)"),
+        ((Q.astype(jnp.int32), K, V), TypeError, "q must be a floating-point array, got dtype int32"),
+        (("q", K, V), TypeError, "q must be an array"),
+    ],
+)
+def test_bad_arguments_name_the_argument_the_expected_and_the_received(args, error, message):
+    with pytest.raises(error, match=message):
+        attend(*args)
+
+
+def test_fixed_sizes_and_integer_dtypes():
+    with pytest.raises(ValueError, match=r"table must have shape \(T=4, 3\), got \(4, 2\)"):
+        pick(jnp.arange(4), jnp.zeros((4, 2)))
+    with pytest.raises(TypeError, match="tokens must be an integer array, got dtype float32"):
+        pick(jnp.arange(4.0), jnp.zeros((4, 3)))
+
+
+def test_shape_checks_run_under_jit_and_vmap():
+    with pytest.raises(ValueError, match="k must have shape"):
+        jax.jit(attend)(Q, jnp.ones((5, 3)), V)
+    assert jax.vmap(attend)(Q[None], K[None], V[None]).shape == (1, 3, 2)
+
+
+def test_values_are_checked_eagerly_and_under_jit():
+    tokens = jnp.array([0, 3, 1])
+    with pytest.raises(ValueError, match=r"tokens must be integers in \[0, 3\), got 3 at index 1"):
+        _checks.integers_in_range("tokens", tokens, 0, 3)
+    checked = jax.jit(lambda t: _checks.integers_in_range("tokens", t, 0, 3) + 1)
+    assert checked(jnp.array([0, 2, 1])).tolist() == [1, 3, 2]
+    with pytest.raises(Exception, match=r"tokens must be integers in \[0, 3\)"):
+        checked(tokens).block_until_ready()
+    with pytest.raises(Exception, match=r"tokens must be integers in \[0, 3\)"):
+        jax.vmap(checked)(tokens[None]).block_until_ready()
+
+
+@pytest.mark.parametrize(
+    "check, value, error, message",
+    [
+        (_checks.positive_int, 0, ValueError, "n must be a positive integer, got 0"),
+        (_checks.positive_int, 2.5, TypeError, "n must be a positive integer, got float 2.5"),
+        (_checks.positive_int, True, TypeError, "n must be a positive integer"),
+        (_checks.nonnegative_int, -1, ValueError, "n must be a non-negative integer, got -1"),
+        (_checks.positive_float, float("nan"), ValueError, "n must be a finite positive number, got nan"),
+        (_checks.positive_float, "1e-3", TypeError, "n must be a finite positive number, got str"),
+        (_checks.probability, 1.5, ValueError, r"n must be a number in \[0, 1.0\], got 1.5"),
+        (_checks.probability, float("nan"), ValueError, r"n must be a number in \[0, 1.0\]"),
+        (_checks.numpy_rng, 42, TypeError, r"n must be a NumPy random Generator such as np.random.default_rng\(0\), got int 42"),
+        (_checks.prng_key, 0, TypeError, r"n must be a JAX random key such as jax.random.key\(0\), got int 0"),
+        (_checks.prng_key, jnp.zeros(2), TypeError, "n must be a JAX random key"),
+    ],
+)
+def test_python_arguments(check, value, error, message):
+    with pytest.raises(error, match=message):
+        check("n", value)
+
+
+def test_valid_python_arguments_are_returned():
+    assert _checks.positive_int("n", np.int64(3)) == 3
+    assert _checks.probability("p", 0) == 0.0
+    rng = np.random.default_rng(0)
+    assert _checks.numpy_rng("rng", rng) is rng
+    assert _checks.prng_key("key", jax.random.key(0)).shape == ()
+    assert _checks.prng_key("key", jax.random.PRNGKey(0)).shape == (2,)

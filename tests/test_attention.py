@@ -137,19 +137,22 @@ def test_works_under_jit_and_vmap():
 
 
 @pytest.mark.parametrize(
-    "args, kwargs, names",
+    "args, kwargs, error, names",
     [
-        ((jnp.ones((5, 4)), jnp.ones((7, 3)), jnp.ones((7, 2))), {}, ["q and k", "d", "(5, 4)", "(7, 3)"]),
-        ((jnp.ones((5, 4)), jnp.ones((7, 4)), jnp.ones((6, 2))), {}, ["k and v", "Tk", "(6, 2)"]),
-        ((jnp.ones((4,)), jnp.ones((7, 4)), jnp.ones((7, 2))), {}, ["q", "(Tq, d)", "(4,)"]),
-        ((jnp.ones((5, 4)), jnp.ones((7, 4)), jnp.ones((7,))), {}, ["v", "(Tk, dv)", "(7,)"]),
-        ((jnp.ones((5, 4)), jnp.ones((7, 4)), jnp.ones((7, 2))), {"mask": jnp.ones((7, 5), bool)}, ["mask", "(5, 7)", "(7, 5)"]),
-        ((jnp.ones((5, 4)), jnp.ones((7, 4)), jnp.ones((7, 2))), {"mask": jnp.ones((5, 7))}, ["mask", "boolean", "float32"]),
-        ((jnp.ones((5, 4)), jnp.ones((7, 4)), jnp.ones((7, 2))), {"bias": jnp.ones((5,))}, ["bias", "(5, 7)", "(5,)"]),
+        ((jnp.ones((5, 4)), jnp.ones((7, 3)), jnp.ones((7, 2))), {}, ValueError, ["k", "(Tk, d=4)", "(7, 3)"]),
+        ((jnp.ones((5, 4)), jnp.ones((7, 4)), jnp.ones((6, 2))), {}, ValueError, ["v", "(Tk=7, dv)", "(6, 2)"]),
+        ((jnp.ones((4,)), jnp.ones((7, 4)), jnp.ones((7, 2))), {}, ValueError, ["q", "(Tq, d)", "(4,)"]),
+        ((jnp.ones((5, 4)), jnp.ones((7, 4)), jnp.ones((7,))), {}, ValueError, ["v", "(Tk=7, dv)", "(7,)"]),
+        ((jnp.ones((5, 4)), jnp.ones((7, 4)), jnp.ones((7, 2))), {"mask": jnp.ones((7, 5), bool)}, ValueError,
+         ["mask", "(Tq=5, Tk=7)", "(7, 5)"]),
+        ((jnp.ones((5, 4)), jnp.ones((7, 4)), jnp.ones((7, 2))), {"mask": jnp.ones((5, 7))}, TypeError,
+         ["mask", "boolean", "float32", "bias="]),
+        ((jnp.ones((5, 4)), jnp.ones((7, 4)), jnp.ones((7, 2))), {"bias": jnp.ones((5,))}, ValueError,
+         ["bias", "(Tq=5, Tk=7)", "(5,)"]),
     ],
 )
-def test_bad_arguments(args, kwargs, names):
-    with pytest.raises(ValueError) as info:
+def test_bad_arguments(args, kwargs, error, names):
+    with pytest.raises(error) as info:
         scaled_dot_product_attention(*args, **kwargs)
     for name in names:
         assert name in str(info.value)

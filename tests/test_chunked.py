@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from attnbook import cost
+from attnbook import attention, cost
 from attnbook.attention import chunked_attention, scaled_dot_product_attention
 
 jax.config.update("jax_enable_x64", False)
@@ -157,11 +157,11 @@ def message(excinfo):
 
 
 @pytest.mark.parametrize("name", ["query_chunk", "key_chunk"])
-@pytest.mark.parametrize("value", [0, -3, 2.5, True])
-def test_bad_chunk_sizes(name, value):
+@pytest.mark.parametrize("value, error", [(0, ValueError), (-3, ValueError), (2.5, TypeError), (True, TypeError)])
+def test_bad_chunk_sizes(name, value, error):
     q, k, v = random_qkv(0, tq=4, tk=4)
     sizes = {"query_chunk": 2, "key_chunk": 2, name: value}
-    with pytest.raises(ValueError) as e:
+    with pytest.raises(error) as e:
         chunked_attention(q, k, v, **sizes)
     assert name in message(e) and "positive integer" in message(e) and repr(value) in message(e)
 
@@ -174,14 +174,14 @@ def test_bad_shapes_and_masks():
     assert "q" in message(e) and "(Tq, d)" in message(e) and "(3,)" in message(e)
     with pytest.raises(ValueError) as e:
         chunked_attention(q, k[:, :2], v, **chunks)
-    assert "feature size" in message(e) and "(4, 3)" in message(e) and "(6, 2)" in message(e)
+    assert "k must have shape (Tk, d=3)" in message(e) and "(6, 2)" in message(e)
     with pytest.raises(ValueError) as e:
         chunked_attention(q, k, v[:5], **chunks)
-    assert "Tk" in message(e) and "(6, 3)" in message(e) and "(5, 2)" in message(e)
+    assert "v must have shape (Tk=6, dv)" in message(e) and "(5, 2)" in message(e)
     with pytest.raises(ValueError) as e:
         chunked_attention(q, k, v, mask=jnp.ones((6, 4), dtype=bool), **chunks)
-    assert "mask" in message(e) and "(Tq, Tk)" in message(e) and "(4, 6)" in message(e) and "(6, 4)" in message(e)
-    with pytest.raises(ValueError) as e:
+    assert "mask" in message(e) and "(Tq=4, Tk=6)" in message(e) and "(6, 4)" in message(e)
+    with pytest.raises(TypeError) as e:
         chunked_attention(q, k, v, mask=jnp.zeros((4, 6)), **chunks)
     assert "mask" in message(e) and "boolean" in message(e) and "float32" in message(e)
 
@@ -235,8 +235,9 @@ def test_checkpoint_is_what_keeps_the_backward_pass_small(monkeypatch):
     # Without jax.checkpoint, reverse-mode stores every chunk's weights: the T x T matrix again.
     with_checkpoint = cost.temporary_bytes(forward_backward(chunked), *specs(8192))
     monkeypatch.setattr(jax, "checkpoint", lambda f, **options: f)
-    unjitted = chunked_attention.__wrapped__  # the jit cache would return the checkpointed trace
-    without = cost.temporary_bytes(forward_backward(lambda q, k, v: unjitted(q, k, v, **CHUNKS)), *specs(8192))
+    unjitted = attention._chunked_attention.__wrapped__  # the jit cache would return the checkpointed trace
+    without = cost.temporary_bytes(forward_backward(lambda q, k, v: unjitted(q, k, v, None, **CHUNKS, causal=False)),
+                                   *specs(8192))
     assert without >= 8192**2 * 4 > 10 * with_checkpoint, (without, with_checkpoint)
 
 

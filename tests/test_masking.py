@@ -24,20 +24,27 @@ def test_padding_mask():
                 assert mask[b, i, j] == (i < n and j < n)
 
 
+def test_empty_and_fully_padded():
+    assert masking.causal_mask(0).shape == (0, 0)
+    mask = np.asarray(masking.padding_mask(np.array([0, 2]), 3))
+    assert not mask[0].any() and mask[1].sum() == 4
+    assert masking.padding_mask(np.zeros((0,), dtype=np.int32), 3).shape == (0, 3, 3)
+
+
 @pytest.mark.parametrize(
-    "call, names",
+    "call, error, names",
     [
-        (lambda: masking.causal_mask(0), ["length", "0"]),
-        (lambda: masking.causal_mask(3.0), ["length", "3.0"]),
-        (lambda: masking.padding_mask(np.array([2, 5]), 4), ["lengths", "max_length=4", "[2, 5]"]),
-        (lambda: masking.padding_mask(np.array([0, 2]), 4), ["lengths", "[0, 2]"]),
-        (lambda: masking.padding_mask(np.array([[2]]), 4), ["lengths", "(batch,)", "(1, 1)"]),
-        (lambda: masking.padding_mask(np.array([1.5]), 4), ["lengths", "integers"]),
-        (lambda: masking.padding_mask(np.array([2]), 0), ["max_length", "0"]),
+        (lambda: masking.causal_mask(-1), ValueError, ["length", "-1"]),
+        (lambda: masking.causal_mask(3.0), TypeError, ["length", "3.0"]),
+        (lambda: masking.padding_mask(np.array([2, 5]), 4), ValueError, ["lengths", "max_length=4", "5", "index 1"]),
+        (lambda: masking.padding_mask(np.array([-1, 2]), 4), ValueError, ["lengths", "-1", "index 0"]),
+        (lambda: masking.padding_mask(np.array([[2]]), 4), ValueError, ["lengths", "(batch,)", "(1, 1)"]),
+        (lambda: masking.padding_mask(np.array([1.5]), 4), TypeError, ["lengths", "integer"]),
+        (lambda: masking.padding_mask(np.array([2]), -1), ValueError, ["max_length", "-1"]),
     ],
 )
-def test_bad_arguments(call, names):
-    with pytest.raises(ValueError) as info:
+def test_bad_arguments(call, error, names):
+    with pytest.raises(error) as info:
         call()
     for name in names:
         assert name in str(info.value)

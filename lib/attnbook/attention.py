@@ -5,63 +5,180 @@ Single sequences, rows as tokens; ``jax.vmap`` adds batch and head axes.
 
 Chapter 6: :func:`chunked_attention`, the same function computed in chunks so that no
 ``Tq x Tk`` array is ever built (Rabe & Staats, 2021).
+
+Bad and extreme input (the contract of :mod:`attnbook`):
+
+- A key may be hidden from a query by ``mask=False`` or by ``bias=-inf``; both mean the same,
+  exactly. A query that sees no key gets zero weights and a zero output, with zero gradients.
+- Hidden inputs may hold anything (NaN, inf): keys and values that no query may see, and queries
+  that see nothing, are replaced by zeros with ``where`` before they meet any product, so that
+  neither the output nor the gradient ever computes ``0 * NaN``. A non-finite value that only some
+  queries see reaches only those queries' outputs (see :func:`_weighted_values`).
+- float16/bfloat16 inputs are computed in float32 (queries scaled by ``1/sqrt(d)`` before the
+  product, softmax shifted by the row maximum) and the results cast back to the input dtype.
+- ``T = 0``: no queries gives empty results; no keys gives zero rows.
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
 import math
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+from jaxtyping import Array, Bool, Float
 
 from . import _checks, masking
 
 
-def attention_scores(q: jnp.ndarray, k: jnp.ndarray) -> jnp.ndarray:
-    """Scaled scores ``q @ k.T / sqrt(d)``, shape ``(Tq, Tk)`` for q ``(Tq, d)``, k ``(Tk, d)``.
+# ---------------------------------------------------------------------------------------------
+# Helpers
 
-    Dividing by ``sqrt(d)`` keeps the variance of a score near 1 when the entries of ``q`` and
-    ``k`` are independent with unit variance, whatever ``d`` is; chapter 2 measures it.
+
+def _boolean_mask(fn):
+    """Reject a non-boolean ``mask`` with a ``TypeError`` that points to ``bias=``.
+
+    Applied above :func:`_checks.shaped`, whose generic message ("mask must be a boolean array")
+    would not say where an additive ``0 / -inf`` mask belongs. Only the dtype is checked here; the
+    shape is left to the annotations.
     """
-    _checks.ndim("q", q, 2, "(Tq, d)")
-    _checks.ndim("k", k, 2, "(Tk, d)")
-    if q.shape[1] != k.shape[1]:
-        raise ValueError(
-            f"q and k must have the same feature size d, got q {q.shape} and k {k.shape}"
-        )
-    return q @ k.T / jnp.sqrt(jnp.asarray(q.shape[1], dtype=q.dtype))
+    signature = inspect.signature(fn)
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        mask = signature.bind(*args, **kwargs).arguments.get("mask")
+        dtype = getattr(mask, "dtype", None)
+        if dtype is not None and dtype != jnp.bool_:
+            raise TypeError(
+                f"mask must be a boolean array (True where a query may attend), got dtype {dtype}; "
+                "an additive mask (0 / -inf) goes to bias= (scaled_dot_product_attention, masked_softmax)"
+            )
+        return fn(*args, **kwargs)
+
+    return wrapper
 
 
-def masked_softmax(scores: jnp.ndarray, mask: jnp.ndarray | None = None) -> jnp.ndarray:
-    """Softmax over the last axis, counting only entries where ``mask`` is True.
+def _compute_dtype(dtype) -> jnp.dtype:
+    """float32 for float16/bfloat16 (their range overflows at exp(11.1) and 65504), else ``dtype``."""
+    return jnp.promote_types(dtype, jnp.float32)
 
-    A row whose entries are all masked gets all-zero weights (not NaN, not uniform), and its
-    gradient is zero and finite. No ``-inf`` enters the computation: masked entries are
-    excluded with ``where`` after the exponential.
+
+def _scaled(q: Float[Array, "Tq d"]) -> Float[Array, "Tq d"]:
+    """``q / sqrt(d)``: scaling the ``(Tq, d)`` queries, not the ``(Tq, Tk)`` scores, keeps the product small."""
+    return q / jnp.sqrt(jnp.asarray(q.shape[-1], dtype=q.dtype))
+
+
+def _allowed(mask, bias):
+    """The boolean "may attend" array from ``mask`` and the ``-inf`` entries of ``bias``; ``None``: all keys."""
+    if bias is not None:
+        finite = bias != -jnp.inf  # a bias of -inf hides the key exactly as mask=False does
+        mask = finite if mask is None else mask & finite
+    return mask
+
+
+def _softmax(scores, allowed):
+    """Softmax over the last axis among ``allowed`` entries (all, for ``None``); hidden rows give 0.
+
+    Subtracting the row maximum over *allowed* entries keeps ``exp`` in range; the shift does not
+    change the softmax, so its gradient is not needed. Hidden entries are replaced by 0 *before*
+    ``exp`` and after it, so no ``-inf``, overflow or ``0 * NaN`` appears, forward or backward.
     """
-    if mask is None:
+    if allowed is None:
         return jax.nn.softmax(scores, axis=-1)
-    # Subtracting the row maximum over *allowed* entries keeps exp() in range; the shift does
-    # not change the softmax, so its gradient is not needed.
     lowest = jnp.finfo(scores.dtype).min
-    row_max = jnp.max(jnp.where(mask, scores, lowest), axis=-1, keepdims=True)
-    row_max = jax.lax.stop_gradient(jnp.where(jnp.any(mask, axis=-1, keepdims=True), row_max, 0.0))
-    # The masked branch is replaced by 0 *before* exp so that no overflow or inf*0 appears.
-    shifted = jnp.where(mask, scores - row_max, 0.0)
-    unnormalised = jnp.where(mask, jnp.exp(shifted), 0.0)
+    row_max = jnp.max(jnp.where(allowed, scores, lowest), axis=-1, keepdims=True)
+    row_max = jax.lax.stop_gradient(jnp.where(jnp.any(allowed, axis=-1, keepdims=True), row_max, 0.0))
+    shifted = jnp.where(allowed, scores - row_max, 0.0)
+    unnormalised = jnp.where(allowed, jnp.exp(shifted), 0.0)
     total = jnp.sum(unnormalised, axis=-1, keepdims=True)
     return unnormalised / jnp.where(total > 0, total, 1.0)
 
 
+def _weighted_values(weights: Float[Array, "Tq Tk"], v: Float[Array, "Tk dv"],
+                     allowed: Bool[Array, "Tq Tk"] | None) -> Float[Array, "Tq dv"]:
+    """``weights @ v``, where a non-finite value reaches only the queries ``allowed`` to see it.
+
+    The plain product would spread a NaN in ``v[j]`` to every row through ``0 * NaN``, also to the
+    queries that may not see key ``j`` (a causal query and a NaN in its future). So the product
+    uses finite values only, and, if ``v`` holds any NaN or inf (``lax.cond``: the extra product
+    runs only then, except under ``vmap``), each query gets NaN, +inf or -inf in the features
+    where a key it may see holds one, as ``w * v`` with ``w > 0`` would.
+    """
+    if allowed is None:
+        return weights @ v
+    finite = jnp.isfinite(v)
+    out = weights @ jnp.where(finite, v, 0.0)
+
+    def spread(out):
+        kinds = jnp.concatenate([jnp.isnan(v), v == jnp.inf, v == -jnp.inf], axis=-1).astype(out.dtype)
+        nan, pos, neg = jnp.split(allowed.astype(out.dtype) @ kinds > 0, 3, axis=-1)  # each (Tq, dv)
+        spread = jnp.where(pos, jnp.inf, jnp.where(neg, -jnp.inf, out))
+        return jnp.where(nan | (pos & neg) | jnp.isnan(out), jnp.nan, spread)
+
+    return jax.lax.cond(jnp.all(finite), lambda out: out, spread, out)
+
+
+# ---------------------------------------------------------------------------------------------
+# Chapter 2: attention
+
+
+@_checks.shaped
+def attention_scores(q: Float[Array, "Tq d"], k: Float[Array, "Tk d"]) -> Float[Array, "Tq Tk"]:
+    """Scaled scores ``(q / sqrt(d)) @ k.T``, shape ``(Tq, Tk)``.
+
+    Dividing by ``sqrt(d)`` keeps the variance of a score near 1 when the entries of ``q`` and
+    ``k`` are independent with unit variance, whatever ``d`` is; chapter 2 measures it. The
+    queries are scaled before the product, and float16/bfloat16 are multiplied in float32, so a
+    score overflows only if it does not fit the input dtype itself.
+    """
+    dtype = jnp.result_type(q, k)
+    compute = _compute_dtype(dtype)
+    q, k = jnp.asarray(q, compute), jnp.asarray(k, compute)
+    return (_scaled(q) @ k.T).astype(dtype)
+
+
+@_boolean_mask
+@_checks.shaped
+def masked_softmax(
+    scores: Float[Array, "*rows Tk"],
+    mask: Bool[Array, "*rows Tk"] | None = None,
+    bias: Float[Array, "*rows Tk"] | None = None,
+) -> Float[Array, "*rows Tk"]:
+    """Softmax over the last axis of ``scores + bias``, counting only entries where ``mask`` is True.
+
+    Args:
+        scores: any leading axes (``*rows``, e.g. ``(heads, Tq)``), keys last.
+        mask: optional boolean, the shape of ``scores``; True where the entry counts. A float mask
+            is a ``TypeError``: additive terms (``0 / -inf``) go to ``bias``.
+        bias: optional additive terms, the shape of ``scores``; an entry of ``-inf`` is excluded
+            exactly as ``mask=False`` is.
+
+    Returns:
+        Weights of the shape of ``scores``. A row whose entries are all excluded gets all-zero
+        weights (not NaN, not uniform), and its gradient is zero and finite; an empty last axis
+        gives an empty result. float16/bfloat16 are computed in float32 and cast back.
+    """
+    dtype = jnp.result_type(scores) if bias is None else jnp.result_type(scores, bias)
+    if scores.shape[-1] == 0:
+        return jnp.zeros(scores.shape, dtype)
+    compute = _compute_dtype(dtype)
+    scores = jnp.asarray(scores, compute)
+    if bias is not None:
+        scores = scores + jnp.asarray(bias, compute)
+    return _softmax(scores, _allowed(mask, bias)).astype(dtype)
+
+
+@_boolean_mask
+@_checks.shaped
 def scaled_dot_product_attention(
-    q: jnp.ndarray,
-    k: jnp.ndarray,
-    v: jnp.ndarray,
-    mask: jnp.ndarray | None = None,
-    bias: jnp.ndarray | None = None,
-) -> tuple[jnp.ndarray, jnp.ndarray]:
+    q: Float[Array, "Tq d"],
+    k: Float[Array, "Tk d"],
+    v: Float[Array, "Tk dv"],
+    mask: Bool[Array, "Tq Tk"] | None = None,
+    bias: Float[Array, "Tq Tk"] | None = None,
+) -> tuple[Float[Array, "Tq dv"], Float[Array, "Tq Tk"]]:
     """Scaled dot-product attention for one sequence.
 
     Args:
@@ -69,33 +186,37 @@ def scaled_dot_product_attention(
         k: keys, shape ``(Tk, d)``.
         v: values, shape ``(Tk, dv)``.
         mask: optional boolean ``(Tq, Tk)``; ``mask[i, j]`` True where query ``i`` may attend
-            to key ``j``.
+            to key ``j``. A float mask is a ``TypeError``: additive masks go to ``bias``.
         bias: optional ``(Tq, Tk)`` added to the scaled scores before the softmax (ALiBi,
-            relative-position biases).
+            relative-position biases); ``-inf`` hides a key exactly as ``mask=False`` does.
 
     Returns:
         ``(out, weights)``: ``out`` of shape ``(Tq, dv)`` and the attention weights of shape
-        ``(Tq, Tk)``, whose rows sum to 1, or to 0 for a query with no visible key.
+        ``(Tq, Tk)``, whose rows sum to 1, or to 0 for a query with no visible key (whose output
+        is 0). Both in the dtype of the inputs.
+
+    Hidden keys and values may hold anything, NaN and inf included: they change no output and
+    no gradient. ``Tq = 0`` gives empty results, ``Tk = 0`` zero rows.
     """
-    scores = attention_scores(q, k)
-    _checks.ndim("v", v, 2, "(Tk, dv)")
-    if v.shape[0] != k.shape[0]:
-        raise ValueError(
-            f"k and v must have the same length Tk, got k {k.shape} and v {v.shape}"
-        )
+    dtype = jnp.result_type(*(a for a in (q, k, v, bias) if a is not None))
+    compute = _compute_dtype(dtype)
+    (tq, _), (tk, dv) = q.shape, v.shape
+    if tk == 0:
+        return jnp.zeros((tq, dv), dtype), jnp.zeros((tq, 0), dtype)
+    q, k, v = (jnp.asarray(a, compute) for a in (q, k, v))
+    bias = None if bias is None else jnp.asarray(bias, compute)
+    allowed = _allowed(mask, bias)
+    if allowed is not None:
+        # Padding: what nobody may see becomes 0 before any product, so neither the output nor
+        # the gradient computes 0 * NaN (the gradient of where() is 0 on the replaced side).
+        q = jnp.where(jnp.any(allowed, axis=1)[:, None], q, 0.0)  # queries that see nothing
+        seen = jnp.any(allowed, axis=0)[:, None]  # keys some query sees
+        k, v = jnp.where(seen, k, 0.0), jnp.where(seen, v, 0.0)
+    scores = _scaled(q) @ k.T
     if bias is not None:
-        _checks.shape("bias", bias, scores.shape, "(Tq, Tk)")
         scores = scores + bias
-    if mask is not None:
-        _checks.shape("mask", mask, scores.shape, "(Tq, Tk)")
-        if jnp.asarray(mask).dtype != jnp.bool_:
-            # An additive mask (0 / -inf) passed here would be silently misread; say so.
-            raise ValueError(
-                f"mask must be boolean (True where a query may attend), got dtype "
-                f"{jnp.asarray(mask).dtype}; pass additive terms as bias="
-            )
-    weights = masked_softmax(scores, mask)
-    return weights @ v, weights
+    weights = _softmax(scores, allowed)
+    return _weighted_values(weights, v, allowed).astype(dtype), weights.astype(dtype)
 
 
 class SelfAttention(eqx.Module):
@@ -119,22 +240,33 @@ class SelfAttention(eqx.Module):
         d_in = _checks.positive_int("d_in", d_in)
         d_attn = _checks.positive_int("d_attn", d_attn)
         d_out = _checks.positive_int("d_out", d_out)
+        if not isinstance(causal, bool):
+            raise TypeError(f"causal must be True or False, got {causal!r}")
+        key = _checks.prng_key("key", key)
         shapes = ((d_in, d_attn), (d_attn,), (d_in, d_attn), (d_attn,), (d_in, d_out), (d_out,))
         # Uniform(-1/sqrt(d_in), 1/sqrt(d_in)), the default of eqx.nn.Linear: unit-scale outputs.
         self.w_q, self.b_q, self.w_k, self.b_k, self.w_v, self.b_v = _checks.uniform_init(key, shapes, d_in)
         self.causal = causal
 
-    def __call__(self, x: jax.Array, mask: jax.Array | None = None) -> tuple[jax.Array, jax.Array]:
+    @_boolean_mask
+    @_checks.shaped
+    def __call__(
+        self, x: Float[Array, "T d_in"], mask: Bool[Array, "T T"] | None = None
+    ) -> tuple[Float[Array, "T d_out"], Float[Array, "T T"]]:
         """``x`` of shape ``(T, d_in)`` -> ``(out (T, d_out), weights (T, T))``.
 
         ``mask`` (boolean ``(T, T)``) is combined with the causal mask when ``causal`` is set.
+        Rows of ``x`` that are neither a query that sees something nor a key that some query
+        sees (padding) may hold anything: they are replaced by 0 before the projections.
         """
-        _checks.ndim("x", x, 2, "(T, d_in)")
         if x.shape[1] != self.w_q.shape[0]:
-            raise ValueError(f"x must have d_in={self.w_q.shape[0]} features, got shape {x.shape}")
+            raise ValueError(f"x must have d_in={self.w_q.shape[0]} features, got shape {tuple(x.shape)}")
         if self.causal:
             causal = masking.causal_mask(x.shape[0])
             mask = causal if mask is None else mask & causal
+        if mask is not None:  # otherwise every token is used
+            used = jnp.any(mask, axis=1) | jnp.any(mask, axis=0)
+            x = jnp.where(used[:, None], x, 0.0)
         q = x @ self.w_q + self.b_q
         k = x @ self.w_k + self.b_k
         v = x @ self.w_v + self.b_v
@@ -145,19 +277,26 @@ class SelfAttention(eqx.Module):
 # Chapter 6: memory-efficient attention
 
 
-def _chunk_summary(q_chunk, k_chunk, v_chunk, allowed):
+def _chunk_summary(q_chunk, k_chunk, v_chunk, allowed, clean):
     """One query chunk against one key chunk, shifted by the chunk's own row maxima.
 
     Returns ``(top, total, weighted)``: per query, the largest allowed score of the chunk (or the
     lowest float when none is allowed), ``sum exp(s - top)`` and ``sum exp(s - top) v`` over the
-    allowed keys. Only ``(query_chunk, key_chunk)`` scores exist at a time.
+    allowed keys. Only ``(query_chunk, key_chunk)`` scores exist at a time. With ``clean`` (a mask
+    or causal attention: some keys are hidden), queries, keys and values that no pair of this
+    chunk uses are replaced by 0 first, as in :func:`scaled_dot_product_attention`.
     """
+    if clean:
+        q_chunk = jnp.where(jnp.any(allowed, axis=1)[:, None], q_chunk, 0.0)
+        seen = jnp.any(allowed, axis=0)[:, None]
+        k_chunk, v_chunk = jnp.where(seen, k_chunk, 0.0), jnp.where(seen, v_chunk, 0.0)
     scores = q_chunk @ k_chunk.T
     lowest = jnp.finfo(scores.dtype).min
     top = jax.lax.stop_gradient(jnp.max(jnp.where(allowed, scores, lowest), axis=-1))
     # As in masked_softmax: masked entries are replaced before exp, so no inf or NaN appears.
     weights = jnp.where(allowed, jnp.exp(jnp.where(allowed, scores - top[:, None], 0.0)), 0.0)
-    return top, jnp.sum(weights, axis=-1), weights @ v_chunk
+    weighted = _weighted_values(weights, v_chunk, allowed) if clean else weights @ v_chunk
+    return top, jnp.sum(weights, axis=-1), weighted
 
 
 def _merge(carry, summary):
@@ -176,17 +315,18 @@ def _merge(carry, summary):
             weighted * old_scale[:, None] + chunk_weighted * chunk_scale[:, None])
 
 
-@functools.partial(jax.jit, static_argnames=("query_chunk", "key_chunk", "causal"))
+@_boolean_mask
+@_checks.shaped
 def chunked_attention(
-    q: jnp.ndarray,
-    k: jnp.ndarray,
-    v: jnp.ndarray,
+    q: Float[Array, "Tq d"],
+    k: Float[Array, "Tk d"],
+    v: Float[Array, "Tk dv"],
     *,
     query_chunk: int,
     key_chunk: int,
-    mask: jnp.ndarray | None = None,
+    mask: Bool[Array, "Tq Tk"] | None = None,
     causal: bool = False,
-) -> jnp.ndarray:
+) -> Float[Array, "Tq dv"]:
     """Scaled dot-product attention without the ``Tq x Tk`` matrices (Rabe & Staats, 2021).
 
     The output equals ``scaled_dot_product_attention(q, k, v, mask)[0]`` (up to float rounding),
@@ -202,41 +342,47 @@ def chunked_attention(
         q: queries, shape ``(Tq, d)``.
         k: keys, shape ``(Tk, d)``.
         v: values, shape ``(Tk, dv)``.
-        query_chunk: queries per chunk (positive; clipped to ``Tq``).
-        key_chunk: keys per chunk (positive; clipped to ``Tk``). Lengths need not be multiples
-            of the chunk sizes: the inputs are padded and the padding keys masked out.
+        query_chunk: queries per chunk (a positive integer; a chunk larger than ``Tq`` is clipped
+            to ``Tq``).
+        key_chunk: keys per chunk (a positive integer; clipped to ``Tk``). Lengths need not be
+            multiples of the chunk sizes: the inputs are padded and the padding keys masked out.
         mask: optional boolean ``(Tq, Tk)``, True where query ``i`` may attend to key ``j``.
             (A mask is itself ``Tq x Tk``; for causal attention use ``causal=True``, which builds
             each chunk's mask from positions and stores nothing.)
         causal: if True, query ``i`` sees keys ``j <= i`` only (combined with ``mask`` by "and").
 
     Returns:
-        ``out`` of shape ``(Tq, dv)``. A query with no visible key gets a zero row (never NaN),
-        with finite gradients, as in :func:`scaled_dot_product_attention`.
+        ``out`` of shape ``(Tq, dv)``, in the dtype of the inputs (float16/bfloat16 computed in
+        float32). A query with no visible key gets a zero row (never NaN), with finite gradients,
+        as in :func:`scaled_dot_product_attention`; hidden keys and values may hold anything.
+        ``Tq = 0`` gives an empty result, ``Tk = 0`` zero rows.
     """
-    _checks.ndim("q", q, 2, "(Tq, d)")
-    _checks.ndim("k", k, 2, "(Tk, d)")
-    _checks.ndim("v", v, 2, "(Tk, dv)")
-    if q.shape[1] != k.shape[1]:
-        raise ValueError(f"q and k must have the same feature size d, got q {q.shape} and k {k.shape}")
-    if v.shape[0] != k.shape[0]:
-        raise ValueError(f"k and v must have the same length Tk, got k {k.shape} and v {v.shape}")
     query_chunk = _checks.positive_int("query_chunk", query_chunk)
     key_chunk = _checks.positive_int("key_chunk", key_chunk)
-    (tq, d), (tk, dv) = q.shape, v.shape
-    if mask is not None:
-        _checks.shape("mask", mask, (tq, tk), "(Tq, Tk)")
-        if jnp.asarray(mask).dtype != jnp.bool_:
-            raise ValueError(f"mask must be boolean (True where a query may attend), got dtype "
-                             f"{jnp.asarray(mask).dtype}")
+    if not isinstance(causal, bool):
+        raise TypeError(f"causal must be True or False, got {causal!r}")
+    dtype = jnp.result_type(q, k, v)
+    (tq, _), (tk, dv) = q.shape, v.shape
+    if tq == 0 or tk == 0:
+        return jnp.zeros((tq, dv), dtype)
+    compute = _compute_dtype(dtype)
+    q, k, v = (jnp.asarray(a, compute) for a in (q, k, v))
+    out = _chunked_attention(q, k, v, mask, query_chunk=min(query_chunk, tq), key_chunk=min(key_chunk, tk),
+                             causal=causal)
+    return out.astype(dtype)
 
-    query_chunk, key_chunk = min(query_chunk, tq), min(key_chunk, tk)
+
+@functools.partial(jax.jit, static_argnames=("query_chunk", "key_chunk", "causal"))
+def _chunked_attention(q, k, v, mask, *, query_chunk: int, key_chunk: int, causal: bool):
+    """The computation of :func:`chunked_attention`, on checked arguments with chunks of at most ``T``."""
+    (tq, d), (tk, dv) = q.shape, v.shape
     n_q, n_k = math.ceil(tq / query_chunk), math.ceil(tk / key_chunk)
     pad_q, pad_k = n_q * query_chunk - tq, n_k * key_chunk - tk
-    q = q / jnp.sqrt(jnp.asarray(d, dtype=q.dtype))  # scale once, (Tq, d), not the scores
+    q = _scaled(q)  # scale once, (Tq, d), not the scores
     q_chunks = jnp.pad(q, ((0, pad_q), (0, 0))).reshape(n_q, query_chunk, d)
     k_chunks = jnp.pad(k, ((0, pad_k), (0, 0))).reshape(n_k, key_chunk, d)
     v_chunks = jnp.pad(v, ((0, pad_k), (0, 0))).reshape(n_k, key_chunk, dv)
+    clean = mask is not None or causal  # otherwise every real key is seen and padding keys are zeros
     if mask is not None:  # (n_q, query_chunk, Tk + pad_k): a reshape, no copy of the mask's layout
         mask = jnp.pad(mask, ((0, pad_q), (0, pad_k))).reshape(n_q, query_chunk, n_k * key_chunk)
     key_offsets = jnp.arange(n_k) * key_chunk
@@ -256,7 +402,7 @@ def chunked_attention(
                 allowed = allowed & (key_pos[None, :] <= query_pos[:, None])
             if mask_rows is not None:
                 allowed = allowed & jax.lax.dynamic_slice_in_dim(mask_rows, k_start, key_chunk, axis=1)
-            return _merge(carry, _chunk_summary(q_chunk, k_chunk, v_chunk, allowed)), None
+            return _merge(carry, _chunk_summary(q_chunk, k_chunk, v_chunk, allowed, clean)), None
 
         start = (jnp.full((query_chunk,), lowest, q.dtype), jnp.zeros((query_chunk,), q.dtype),
                  jnp.zeros((query_chunk, dv), q.dtype))

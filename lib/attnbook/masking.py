@@ -7,21 +7,23 @@ convention of ``jax.nn.dot_product_attention`` and ``equinox.nn.MultiheadAttenti
 from __future__ import annotations
 
 import jax.numpy as jnp
-import numpy as np
+from jaxtyping import Array, Bool, Int
 
 from . import _checks
 
 
-def causal_mask(length: int) -> jnp.ndarray:
+def causal_mask(length: int) -> Bool[Array, "length length"]:
     """Causal mask of shape ``(length, length)``: True on and below the diagonal (``j <= i``).
 
-    Token ``i`` sees itself and the past, never the future.
+    Token ``i`` sees itself and the past, never the future. ``length`` is an integer >= 0;
+    ``causal_mask(0)`` is the empty ``(0, 0)`` mask of an empty sequence.
     """
-    length = _checks.positive_int("length", length)
+    length = _checks.nonnegative_int("length", length)
     return jnp.tril(jnp.ones((length, length), dtype=bool))
 
 
-def padding_mask(lengths, max_length: int) -> jnp.ndarray:
+@_checks.shaped
+def padding_mask(lengths: Int[Array, "batch"], max_length: int) -> Bool[Array, "batch max_length max_length"]:
     """Masks for a batch of sequences padded to ``max_length``, shape ``(batch, T, T)``.
 
     ``lengths`` has shape ``(batch,)``; sequence ``b`` occupies positions ``0 .. lengths[b]-1``.
@@ -29,16 +31,14 @@ def padding_mask(lengths, max_length: int) -> jnp.ndarray:
     padding keys, and padding queries see nothing, so their rows are fully masked and
     :func:`attnbook.attention.scaled_dot_product_attention` returns zeros for them.
     Combine with a causal mask by ``&``.
+
+    Every length must lie in ``[0, max_length]``: a length of 0 is a fully padded sequence (every
+    row fully masked, a defined edge case), anything else is an error, also under ``jax.jit``
+    and ``jax.vmap`` (checked with :func:`attnbook._checks.values`, never clamped).
     """
-    max_length = _checks.positive_int("max_length", max_length)
-    _checks.ndim("lengths", lengths, 1, "(batch,)")
-    if _checks.is_concrete(lengths):
-        values = np.asarray(lengths)
-        if not np.issubdtype(values.dtype, np.integer):
-            raise ValueError(f"lengths must be integers, got dtype {values.dtype}")
-        if values.size and (values.min() < 1 or values.max() > max_length):
-            raise ValueError(
-                f"lengths must lie in [1, max_length={max_length}], got {values.tolist()}"
-            )
-    valid = jnp.arange(max_length)[None, :] < jnp.asarray(lengths)[:, None]  # (batch, T)
+    max_length = _checks.nonnegative_int("max_length", max_length)
+    lengths = jnp.asarray(lengths)
+    lengths = _checks.values("lengths", lengths, (lengths < 0) | (lengths > max_length),
+                             f"integers in [0, max_length={max_length}]")
+    valid = jnp.arange(max_length)[None, :] < lengths[:, None]  # (batch, T)
     return valid[:, :, None] & valid[:, None, :]

@@ -363,21 +363,21 @@ def test_bad_arguments():
     q, k, v, w = arrays(0, (5, 4), (5, 4), (5, 4), (5, 5))
     with pytest.raises(ValueError) as e:
         aft.aft_full(q, k[:4], v, w)
-    assert "k" in message(e) and "(5, 4)" in message(e) and "(4, 4)" in message(e)
+    assert "k" in message(e) and "(T=5, d=4)" in message(e) and "(4, 4)" in message(e)
     with pytest.raises(ValueError) as e:
         aft.aft_full(q, k, v[:, :3], w)
     assert "v" in message(e) and "(5, 3)" in message(e)
     with pytest.raises(ValueError) as e:
         aft.aft_full(q, k, v, w[:4])
-    assert "w" in message(e) and "(T, T)" in message(e) and "(5, 5)" in message(e) and "(4, 5)" in message(e)
+    assert "w" in message(e) and "(T=5, T=5)" in message(e) and "(4, 5)" in message(e)
     with pytest.raises(ValueError) as e:
         aft.aft_full(q[0], k, v, w)
     assert "q" in message(e) and "(T, d)" in message(e)
     with pytest.raises(ValueError) as e:
         aft.aft_local(q, k, v, w[:, :3], 2)
     assert "w" in message(e)
-    for window in (0, -2, 1.5, True):
-        with pytest.raises(ValueError) as e:
+    for window, error in ((0, ValueError), (-2, ValueError), (1.5, TypeError), (True, TypeError)):
+        with pytest.raises(error) as e:
             aft.aft_local(q, k, v, w, window)
         assert "window" in message(e) and "positive integer" in message(e)
     with pytest.raises(ValueError) as e:
@@ -386,8 +386,8 @@ def test_bad_arguments():
 
     kh, kernel = arrays(1, (5, 2), (2, 3))
     with pytest.raises(ValueError) as e:
-        aft.aft_conv(q, k, v, kernel)  # k has d columns instead of heads
-    assert "k" in message(e) and "(T, heads)" in message(e) and "(5, 2)" in message(e) and "(5, 4)" in message(e)
+        aft.aft_conv(q, k, v, kernel)  # k has d=4 columns, so kernel's 2 heads disagree with it
+    assert "kernel" in message(e) and "(heads=4, s)" in message(e) and "(2, 3)" in message(e)
     with pytest.raises(ValueError) as e:
         aft.aft_conv(q, kh[:4], v, kernel)
     assert "k" in message(e) and "(4, 2)" in message(e)
@@ -400,7 +400,7 @@ def test_bad_arguments():
     aft.aft_conv(q, kh, v, kernel[:, :2], causal=True)  # an even size is fine when causal
     with pytest.raises(ValueError) as e:
         aft.aft_conv(q, kh, v, kernel[0])
-    assert "kernel" in message(e) and "(heads, s)" in message(e)
+    assert "kernel" in message(e) and "(heads=2, s)" in message(e)
     with pytest.raises(ValueError) as e:
         aft.aft_conv(q, kh, v[:4], kernel)
     assert "v" in message(e)

@@ -18,8 +18,17 @@ largest term is exactly 1, nothing overflows, the denominator is at least 1, and
 to rounding, whatever the sizes of ``K`` and ``w``. A shift by "the maximum of K plus the maximum of w"
 is not enough: when the largest key meets a very negative bias, every term of a row can underflow to 0.
 Causal sums keep a running maximum (a log-sum-exp scan). No function builds a ``T x T`` array except
-``aft_full``, whose bias ``w`` is ``T x T`` already; it works in blocks of rows, so its extra memory is
-``O(T d)`` per block.
+``aft_full``, whose bias ``w`` is ``T x T`` already; it works in blocks of ``ROW_BLOCK`` rows, so its
+forward pass needs ``O(ROW_BLOCK T d)`` besides ``w`` (its backward pass: see :func:`aft_full`). The
+:class:`AFTFull` layer never forms its factorised bias ``w = u v^T`` beyond ``ROW_BLOCK`` positions.
+
+Bad and extreme input (the contract in :mod:`attnbook`): shapes are the jaxtyping annotations of the
+signatures; ``window``, kernel sizes, head counts and ``causal`` are checked; ``T = 0`` gives an empty
+``(0, d)`` output. A bias (or key) of ``-inf`` is a weight of exactly 0, and an output whose every weight
+is 0 is 0. Non-finite input (NaN anywhere, ``+inf`` in a key or bias, an infinite value) makes NaN exactly
+the outputs that see it and nothing else, forward and backward: with ``causal=True``, output ``t`` and
+its gradients do not depend on positions after ``t`` even when they hold NaN. The layers' token ids are
+checked to lie in ``[0, vocab_size)``, also under ``jax.jit`` and ``jax.vmap``.
 """
 
 from __future__ import annotations
@@ -31,6 +40,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jaxtyping import Array, Float, Int
 
 from . import _checks, masking
 from .attention import scaled_dot_product_attention
@@ -42,19 +52,85 @@ VARIANTS = ("aft-full", "aft-local", "aft-simple", "aft-conv")
 
 
 # ---------------------------------------------------------------------------------------------
-# Argument checks
+# Argument checks and non-finite input
 
 
-def _check_qkv(q, k, v) -> tuple[int, int]:
-    """q, k, v must all be ``(T, d)`` with the same T and d; returns ``(T, d)``."""
-    _checks.ndim("q", q, 2, "(T, d)")
-    _checks.shape("k", k, q.shape, "(T, d) like q")
-    _checks.shape("v", v, q.shape, "(T, d) like q")
-    return q.shape
+def _flag(name: str, value) -> bool:
+    """``value`` if it is a bool (Python or NumPy); anything else is a ``TypeError``, not read as truthy."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise TypeError(f"{name} must be True or False, got {_checks._describe(value)}")
 
 
-def _check_bias(w, length: int) -> None:
-    _checks.shape("w", w, (length, length), "(T, T)")
+def _features(name: str, x, expected: int, axis: str) -> None:
+    """Raise unless the last axis of ``x`` has ``expected`` entries (a size fixed by a layer, not by an argument)."""
+    if x.shape[-1] != expected:
+        raise ValueError(f"{name} must have {axis}={expected} features in its last axis, got shape {tuple(x.shape)}")
+
+
+def _rows(name: str, x, max_len: int) -> None:
+    """Raise unless ``x`` has at most ``max_len`` positions (its first axis): the layer's learned positions."""
+    if x.shape[0] > max_len:
+        raise ValueError(f"{name} must have at most max_len={max_len} positions (first axis), got shape {tuple(x.shape)}")
+
+
+def _same_dtype(*arrays):
+    """The arrays in one floating dtype (float16 with float32 is computed in float32)."""
+    dtype = jnp.result_type(*arrays)
+    return tuple(jnp.asarray(a, dtype=dtype) for a in arrays)
+
+
+def _undefined_exponent(x):
+    """NaN or ``+inf`` in a key or a bias: the weights of every output that sees it are undefined.
+
+    ``-inf`` is not here: it is a weight of exactly 0 (the key is left out of that sum).
+    """
+    return jnp.isnan(x) | (x == jnp.inf)
+
+
+def _seen(bad, causal: bool):
+    """``out[t] = any(bad[t'])`` over the positions ``t'`` that output ``t`` sums over (time is axis 0)."""
+    if causal:
+        return jnp.cumsum(bad, axis=0, dtype=jnp.int32) > 0
+    return jnp.broadcast_to(jnp.any(bad, axis=0, keepdims=True), bad.shape)
+
+
+def _clean(x, bad):
+    """``x`` with 0 where ``bad``: the arithmetic (and autodiff's ``0 * x`` terms) never meets NaN or inf.
+
+    Non-finite input is removed before the computation and NaN is put back, with ``jnp.where``, into exactly
+    the outputs that see it. Multiplying it through instead would leak: the backward pass of a causal
+    sum multiplies the zero cotangent of an output that a loss ignores by the NaN of that output's
+    inputs, and ``0 * NaN`` reaches the gradients of earlier positions.
+    """
+    return jnp.where(bad, jnp.zeros((), x.dtype), x)
+
+
+def _shift(top):
+    """A row's largest exponent, the shift that makes its largest weight 1; 0 where it is ``-inf``.
+
+    (Every weight of the row is then exactly 0; shifting by ``-inf`` would give ``-inf - (-inf) = NaN``.)
+    No gradient: the shift cancels between numerator and denominator.
+    """
+    return jax.lax.stop_gradient(jnp.where(jnp.isfinite(top), top, jnp.zeros((), top.dtype)))
+
+
+def _divide(num, den):
+    """``num / den``, and 0 where ``den = 0`` (every weight of the row is 0: ``-inf`` biases or keys)."""
+    nonzero = den > 0
+    return jnp.where(nonzero, num / jnp.where(nonzero, den, jnp.ones((), den.dtype)), jnp.zeros((), num.dtype))
+
+
+def _gate(q, averaged, poisoned):
+    """``sigmoid(Q) * averaged``, with NaN where ``poisoned`` (a non-finite input seen) or ``Q`` is NaN."""
+    q_bad = jnp.isnan(q)
+    out = jax.nn.sigmoid(_clean(q, q_bad)) * averaged
+    return jnp.where(q_bad | poisoned, jnp.asarray(jnp.nan, out.dtype), out)
+
+
+def _empty(q, *others):
+    """The output for a sequence with no positions (or no channels): ``(T, d)`` with no entries."""
+    return jnp.zeros(q.shape, dtype=jnp.result_type(q, *others))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -66,29 +142,29 @@ def _running_sums(k, v, reverse: bool = False):
 
     ``m[t] = max K[t']``, ``num[t] = sum exp(K[t'] - m[t]) V[t']``, ``den[t] = sum exp(K[t'] - m[t])``.
 
-    ``k`` has shape ``(T, H, 1)`` and ``v`` ``(T, H, G)``: one key per head, shared by its G channels.
-    A scan over time that keeps a running maximum and rescales the partial sums whenever it grows
-    (the "online softmax" recurrence): ``O(T)`` time and memory, no overflow, and the largest term
-    of every partial sum is exactly 1, so nothing that matters underflows.
+    ``k`` has shape ``(T, H, 1)`` and ``v`` ``(T, H, G)``: one key per head, shared by its G channels;
+    both finite or, for ``k``, ``-inf`` (a weight of 0; while every key so far is ``-inf``, ``m = -inf``
+    and the sums are 0). A scan over time that keeps a running maximum and rescales the partial sums
+    whenever it grows (the "online softmax" recurrence): ``O(T)`` time and memory, no overflow, and the
+    largest term of every partial sum is exactly 1, so nothing that matters underflows.
     """
 
     def step(carry, new):
         m, num, den = carry
         k_t, v_t = new
         top = jnp.maximum(m, k_t)
-        old_scale, new_scale = jnp.exp(m - top), jnp.exp(k_t - top)
+        shift = jnp.where(top == -jnp.inf, jnp.zeros((), top.dtype), top)  # nothing to shift by yet
+        old_scale, new_scale = jnp.exp(m - shift), jnp.exp(k_t - shift)
         carry = (top, num * old_scale + v_t * new_scale, den * old_scale + new_scale)
         return carry, carry
 
-    if reverse:
-        k, v = k[::-1], v[::-1]
-    first = (k[0], v[0], jnp.ones_like(k[0]))
-    _, rest = jax.lax.scan(step, first, (k[1:], v[1:]))
-    sums = tuple(jnp.concatenate([a[None], b], axis=0) for a, b in zip(first, rest))
-    return tuple(x[::-1] for x in sums) if reverse else sums
+    # The first step gives exactly (K[0], V[0], 1), as a start from that position would.
+    start = (jnp.full(k.shape[1:], -jnp.inf, k.dtype), jnp.zeros(v.shape[1:], v.dtype), jnp.zeros(k.shape[1:], k.dtype))
+    _, sums = jax.lax.scan(step, start, (k, v), reverse=reverse)
+    return sums
 
 
-def _shift(x, delta: int):
+def _shifted(x, delta: int):
     """``out[t] = x[t + delta]``, zero where ``t + delta`` falls outside ``[0, T)`` (static shift)."""
     length = x.shape[0]
     if delta == 0:
@@ -122,6 +198,9 @@ def _banded(k, v, bias, offsets: Sequence[int], causal: bool):
     suffix sums. A convolution with a fixed filter cannot rescale row by row, so the band's sum is
     formed from the ``len(offsets)`` shifted copies of ``K`` and ``V`` that the filter would combine.
     Time ``O(T len(offsets) H G)``, memory ``O(T (len(offsets) H + H G))``.
+
+    Non-finite input (NaN, ``+inf`` keys or biases, infinite values) gives NaN in exactly the outputs
+    that see it; ``-inf`` keys and biases are weights of 0.
     """
     length = k.shape[0]
     lowest = jnp.finfo(k.dtype).min
@@ -134,6 +213,13 @@ def _banded(k, v, bias, offsets: Sequence[int], causal: bool):
     where_key = np.arange(length)[:, None] + np.asarray(offsets)[None, :]  # (T, n)
     inside = jnp.asarray((where_key >= 0) & (where_key < length))[..., None, None]  # (T, n, 1, 1)
     gather = jnp.asarray(np.clip(where_key, 0, length - 1))
+
+    # Non-finite input: computed as 0, NaN put back at the end into the outputs that see it.
+    key_bad, value_bad = _undefined_exponent(k), ~jnp.isfinite(v)
+    bias_bad = inside & _undefined_exponent(bias)  # (T, n, H, 1); entries outside the sequence are never read
+    poisoned = _seen(key_bad | value_bad, causal) | jnp.any(bias_bad, axis=1)  # (T, H, G)
+    k, v, bias = _clean(k, key_bad), _clean(v, value_bad), _clean(bias, bias_bad)
+
     z = k[gather] + bias  # (T, n, H, 1): exponents K[t + o] + bias[t, o]
     top = jnp.max(jnp.where(inside, z, lowest), axis=1)  # (T, H, 1)
 
@@ -141,14 +227,14 @@ def _banded(k, v, bias, offsets: Sequence[int], causal: bool):
     outside = []
     prefix = _running_sums(k, v)
     outside.append((jnp.asarray(_inside(length, first - 1))[:, None, None],
-                    tuple(_shift(x, first - 1) for x in prefix)))
+                    tuple(_shifted(x, first - 1) for x in prefix)))
     if not causal:  # keys after the band (t' > t + last): suffix sums starting at t + last + 1
         suffix = _running_sums(k, v, reverse=True)
         outside.append((jnp.asarray(_inside(length, last + 1))[:, None, None],
-                        tuple(_shift(x, last + 1) for x in suffix)))
+                        tuple(_shifted(x, last + 1) for x in suffix)))
     for present, (m, _, _) in outside:
         top = jnp.maximum(top, jnp.where(present, m, lowest))
-    top = jax.lax.stop_gradient(top)  # the shift cancels between numerator and denominator
+    top = _shift(top)  # the shift cancels between numerator and denominator
 
     weight = jnp.where(inside, jnp.exp(jnp.where(inside, z - top[:, None], 0.0)), 0.0)  # (T, n, H, 1)
     num = jnp.einsum("tnhx,tnhg->thg", weight, v[gather])
@@ -157,102 +243,182 @@ def _banded(k, v, bias, offsets: Sequence[int], causal: bool):
         scale = jnp.where(present, jnp.exp(jnp.where(present, m - top, 0.0)), 0.0)
         num = num + scale * part_num
         den = den + scale * part_den
-    return num / den  # den >= 1: the largest term of every row is exp(0)
+    # den >= 1 (the largest term of every row is exp(0)) unless every weight of the row is 0.
+    return jnp.where(poisoned, jnp.asarray(jnp.nan, num.dtype), _divide(num, den))
+
+
+def _full(q, k, v, rows, row_bias, causal: bool, remat: bool = False):
+    """AFT-full where the bias row of output ``t`` is ``row_bias(rows[t])``, shape ``(T,)``.
+
+    ``rows`` is ``w`` itself (``row_bias`` the identity) or the factor ``u`` of ``w = u v^T``
+    (``row_bias(u_t) = v u_t``, so that no ``T x T`` array is formed). Rows are processed
+    ``ROW_BLOCK`` at a time; with ``remat`` each block is recomputed in the backward pass instead of
+    being stored (``jax.checkpoint``), so the backward pass too needs ``O(ROW_BLOCK T d)``.
+    """
+    length, _ = q.shape
+    positions = jnp.arange(length)
+    key_bad, value_bad = _undefined_exponent(k), ~jnp.isfinite(v)
+    seen_bad = _seen(key_bad | value_bad, causal)  # (T, d): NaN put back here at the end
+    k, v = _clean(k, key_bad), _clean(v, value_bad)
+
+    def row(args):
+        x_t, t = args
+        w_t = row_bias(x_t)  # (T,): w[t, t'] for every t'
+        visible = positions <= t if causal else jnp.ones((length,), dtype=bool)
+        w_bad = _undefined_exponent(w_t)
+        z = k + _clean(w_t, w_bad)[:, None]  # (T', d): the exponents of output t
+        top = _shift(jnp.max(jnp.where(visible[:, None], z, -jnp.inf), axis=0))
+        weight = jnp.where(visible[:, None], jnp.exp(jnp.where(visible[:, None], z - top, 0.0)), 0.0)
+        averaged = _divide(jnp.sum(weight * v, axis=0), jnp.sum(weight, axis=0))
+        return averaged, jnp.any(visible & w_bad)  # a visible NaN or +inf bias: the whole row is undefined
+
+    if length <= ROW_BLOCK:
+        averaged, row_bad = jax.vmap(row)((rows, positions))
+    else:
+        averaged, row_bad = jax.lax.map(jax.checkpoint(row) if remat else row, (rows, positions),
+                                        batch_size=ROW_BLOCK)
+    return _gate(q, averaged, seen_bad | row_bad[:, None])
 
 
 # ---------------------------------------------------------------------------------------------
 # The four variants
 
 
-@functools.partial(jax.jit, static_argnames=("causal",))
-def aft_full(q, k, v, w, causal: bool = False):
+@_checks.shaped
+def aft_full(q: Float[Array, "T d"], k: Float[Array, "T d"], v: Float[Array, "T d"], w: Float[Array, "T T"],
+             causal: bool = False) -> Float[Array, "T d"]:
     """AFT-full (the paper's Eq. 2) for one sequence.
 
     Args:
         q, k, v: queries, keys and values, each of shape ``(T, d)``.
         w: pair-wise position biases, shape ``(T, T)``; ``w[t, t']`` is added to every key channel
-            of position ``t'`` when computing output ``t``.
+            of position ``t'`` when computing output ``t``. ``-inf`` leaves key ``t'`` out of output
+            ``t``; an output whose every weight is 0 is 0.
         causal: if True, output ``t`` sums over ``t' <= t`` only.
 
     Returns:
         ``Y`` of shape ``(T, d)``: ``Y[t, c] = sigmoid(Q[t, c]) * sum_t' A_c[t, t'] V[t', c]`` with
         ``A_c[t] = softmax_t'(K[:, c] + w[t])`` (over the visible ``t'``). Each row and channel is
         shifted by its own largest exponent, so the result is exact for keys and biases of any size.
-        Time ``O(T^2 d)``; rows are processed ``ROW_BLOCK`` at a time, so temporary memory is
-        ``O(ROW_BLOCK T d)`` rather than ``O(T^2 d)``.
+        ``T = 0`` gives a ``(0, d)`` array.
+
+    Non-finite input: NaN in ``q[t, c]``, NaN or ``+inf`` in ``k[t', c]`` or ``w[t, t']``, or any
+    non-finite ``v[t', c]`` makes NaN exactly the outputs that see it (channel ``c`` of every ``t`` that
+    sums over ``t'``; all of row ``t`` for ``w``), and nothing else, in the forward and the backward pass:
+    under ``causal`` the future may hold anything.
+
+    Cost: time ``O(T^2 d)``. Memory, besides the ``(T, T)`` input ``w``: the forward pass processes
+    ``ROW_BLOCK`` rows at a time, ``O(ROW_BLOCK T d)``; the backward pass (autodiff of that loop) keeps
+    every block's weights, ``O(T^2 d)``, and the gradient with respect to ``w`` is ``(T, T)``.
     """
-    length, _ = _check_qkv(q, k, v)
-    _check_bias(w, length)
-    lowest = jnp.finfo(k.dtype).min
-    positions = jnp.arange(length)
-
-    def row(args):
-        w_t, t = args  # (T,), ()
-        z = k + w_t[:, None]  # (T', d): the exponents of output t
-        visible = (positions <= t)[:, None] if causal else jnp.ones((length, 1), dtype=bool)
-        top = jax.lax.stop_gradient(jnp.max(jnp.where(visible, z, lowest), axis=0))
-        weight = jnp.where(visible, jnp.exp(jnp.where(visible, z - top, 0.0)), 0.0)
-        return jnp.sum(weight * v, axis=0) / jnp.sum(weight, axis=0)
-
-    if length <= ROW_BLOCK:
-        averaged = jax.vmap(row)((w, positions))
-    else:
-        averaged = jax.lax.map(row, (w, positions), batch_size=ROW_BLOCK)
-    return jax.nn.sigmoid(q) * averaged
+    return _aft_full(q, k, v, w, _flag("causal", causal))
 
 
-@functools.partial(jax.jit, static_argnames=("window", "causal"))
-def aft_local(q, k, v, w, window: int, causal: bool = False):
+@functools.partial(jax.jit, static_argnames=("causal",))
+def _aft_full(q, k, v, w, causal):
+    if q.size == 0:
+        return _empty(q, k, v, w)
+    q, k, v, w = _same_dtype(q, k, v, w)
+    return _full(q, k, v, w, lambda w_t: w_t, causal)
+
+
+@functools.partial(jax.jit, static_argnames=("causal",))
+def _aft_full_factorised(q, k, v, u, v_bias, causal):
+    """AFT-full with ``w = u v_bias^T`` (``u, v_bias`` of shape ``(T, r)``), never forming ``w`` when ``T`` is long.
+
+    Up to ``ROW_BLOCK`` positions, ``w`` (at most ``ROW_BLOCK x T``) is formed and :func:`aft_full`'s
+    computation runs as it is. Beyond, each block of rows computes its own rows of ``w``, and is
+    recomputed in the backward pass: memory ``O(ROW_BLOCK T + T (d + r))`` forward and backward, time
+    ``O(T^2 (d + r))`` forward and about twice that for the backward pass.
+    """
+    if q.size == 0:
+        return _empty(q, k, v, u, v_bias)
+    q, k, v, u, v_bias = _same_dtype(q, k, v, u, v_bias)
+    if q.shape[0] <= ROW_BLOCK:
+        return _full(q, k, v, u @ v_bias.T, lambda w_t: w_t, causal)
+    return _full(q, k, v, u, lambda u_t: v_bias @ u_t, causal, remat=True)
+
+
+@_checks.shaped
+def aft_local(q: Float[Array, "T d"], k: Float[Array, "T d"], v: Float[Array, "T d"], w: Float[Array, "T T"],
+              window: int, causal: bool = False) -> Float[Array, "T d"]:
     """AFT-local (the paper's Eq. 4): AFT-full with ``w[t, t']`` replaced by 0 where ``|t - t'| >= window``.
 
     Outside the window the bias is 0, not ``-inf``: every key still contributes (global
     connectivity), only without a learned position bias. ``window >= T`` gives AFT-full; the paper's
-    ``s = 0`` (no bias anywhere) is :func:`aft_simple`. Computed from the band of ``w`` and prefix/suffix
-    sums, in time ``O(T window d)``; ``w`` must still be ``(T, T)`` (only its band is read).
+    ``s = 0`` (no bias anywhere) is :func:`aft_simple`, so ``window`` must be a positive integer.
+    Computed from the band of ``w`` and prefix/suffix sums, in time ``O(T window d)`` and memory
+    ``O(T window d)``; ``w`` must still be ``(T, T)``, and only its band is read (what lies outside
+    it, NaN included, changes nothing). ``T = 0`` gives a ``(0, d)`` array; non-finite input as in
+    :func:`aft_full` (a bias is seen only inside the band).
     """
-    length, _ = _check_qkv(q, k, v)
-    _check_bias(w, length)
-    window = _checks.positive_int("window", window)
+    return _aft_local(q, k, v, w, _checks.positive_int("window", window), _flag("causal", causal))
+
+
+@functools.partial(jax.jit, static_argnames=("window", "causal"))
+def _aft_local(q, k, v, w, window, causal):
+    if q.size == 0:
+        return _empty(q, k, v, w)
+    q, k, v, w = _same_dtype(q, k, v, w)
+    length = q.shape[0]
     reach = min(window, length) - 1
     offsets = list(range(-reach, 1 if causal else reach + 1))
     columns = np.clip(np.arange(length)[:, None] + np.asarray(offsets)[None, :], 0, length - 1)
     band = jnp.take_along_axis(w, jnp.asarray(columns), axis=1)  # (T, n): w[t, t + o], clipped where absent
     averaged = _banded(k[:, :, None], v[:, :, None], band[:, :, None], offsets, causal)
-    return jax.nn.sigmoid(q) * averaged[..., 0]
+    return _gate(q, averaged[..., 0], False)
 
 
-@functools.partial(jax.jit, static_argnames=("causal",))
-def aft_simple(q, k, v, causal: bool = False):
+@_checks.shaped
+def aft_simple(q: Float[Array, "T d"], k: Float[Array, "T d"], v: Float[Array, "T d"],
+               causal: bool = False) -> Float[Array, "T d"]:
     """AFT-simple (the paper's Eq. 5): ``Y_t = sigmoid(Q_t) * sum_t' softmax(K)_t' * V_t'``.
 
     The softmax runs over **time, separately for each channel**: ``softmax(K)[t', c] =
     exp(K[t', c]) / sum_t'' exp(K[t'', c])``. Without ``causal`` the weighted average is the same for
     every ``t``. With ``causal`` it is a running average over ``t' <= t``, computed by a stable
-    log-sum-exp scan. Time and memory ``O(T d)``; no ``T x T`` array.
+    log-sum-exp scan. Time and memory ``O(T d)``; no ``T x T`` array. ``T = 0`` gives a ``(0, d)``
+    array; a channel whose visible keys are all ``-inf`` gives 0; non-finite input as in :func:`aft_full`.
     """
-    _check_qkv(q, k, v)
-    if causal:
-        _, num, den = _running_sums(k[:, :, None], v[:, :, None])
-        averaged = (num / den)[..., 0]
-    else:
-        averaged = jnp.sum(jax.nn.softmax(k, axis=0) * v, axis=0, keepdims=True)
-    return jax.nn.sigmoid(q) * averaged
+    return _aft_simple(q, k, v, _flag("causal", causal))
 
 
 @functools.partial(jax.jit, static_argnames=("causal",))
-def aft_conv(q, k, v, kernel, causal: bool = False):
+def _aft_simple(q, k, v, causal):
+    if q.size == 0:
+        return _empty(q, k, v)
+    q, k, v = _same_dtype(q, k, v)
+    key_bad, value_bad = _undefined_exponent(k), ~jnp.isfinite(v)
+    poisoned = _seen(key_bad | value_bad, causal)
+    k, v = _clean(k, key_bad), _clean(v, value_bad)
+    if causal:
+        _, num, den = _running_sums(k[:, :, None], v[:, :, None])
+        averaged = _divide(num, den)[..., 0]
+    else:
+        dead = jnp.all(k == -jnp.inf, axis=0, keepdims=True)  # every weight of the channel is 0
+        averaged = jnp.sum(jax.nn.softmax(_clean(k, dead), axis=0) * v, axis=0, keepdims=True)
+        averaged = _clean(averaged, dead)
+    return _gate(q, averaged, poisoned)
+
+
+@_checks.shaped
+def aft_conv(q: Float[Array, "T d"], k: Float[Array, "T heads"], v: Float[Array, "T d"],
+             kernel: Float[Array, "heads s"], causal: bool = False) -> Float[Array, "T d"]:
     """AFT-conv (the paper's Eq. 6), per head: a position bias that depends only on the offset.
 
     Args:
         q, v: shape ``(T, d)``, split into ``heads`` groups of ``d // heads`` channels.
         k: shape ``(T, heads)``: one key per head, shared by the head's channels.
-        kernel: shape ``(heads, s)``. With ``causal``, ``kernel[i, j]`` is head ``i``'s bias for the
-            offset ``t - t' = j``, ``0 <= j < s``. Without, ``s`` must be odd and ``kernel[i, j]`` is the
-            bias for ``t' - t = j - s // 2``. Outside the window the bias is 0.
+        kernel: shape ``(heads, s)``, ``heads >= 1`` dividing ``d`` and ``s >= 1``. With ``causal``,
+            ``kernel[i, j]`` is head ``i``'s bias for the offset ``t - t' = j``, ``0 <= j < s``.
+            Without, ``s`` must be odd and ``kernel[i, j]`` is the bias for ``t' - t = j - s // 2``.
+            Outside the window the bias is 0.
         causal: if True, output ``t`` sums over ``t' <= t`` only.
 
     Returns:
-        ``(T, d)``, equal to :func:`aft_full` with each head's banded (Toeplitz) ``w``.
+        ``(T, d)``, equal to :func:`aft_full` with each head's banded (Toeplitz) ``w``. ``T = 0`` gives
+        a ``(0, d)`` array; non-finite input as in :func:`aft_full` (a key or kernel entry counts for
+        its head's channels).
 
     The paper writes the numerator as ``conv1d(exp(K) V, exp(w) - 1) + sum_t' exp(K_t') V_t'``: the
     global sum gives every key weight 1, the convolution corrects the window. Evaluated literally, the
@@ -262,16 +428,25 @@ def aft_conv(q, k, v, kernel, causal: bool = False):
     and suffix sums), every term is non-negative, and each row is rescaled by its own largest term.
     Time ``O(T s d)``, memory ``O(T (d + s heads))``; no ``T x T`` array.
     """
-    _checks.ndim("q", q, 2, "(T, d)")
-    _checks.shape("v", v, q.shape, "(T, d) like q")
-    _checks.ndim("kernel", kernel, 2, "(heads, s)")
-    length, d = q.shape
     heads, size = kernel.shape
-    _checks.shape("k", k, (length, heads), "(T, heads)")
+    d = q.shape[1]
+    if heads == 0 or size == 0:
+        raise ValueError(f"kernel must have at least one head and one offset, shape (heads, s), got {tuple(kernel.shape)}")
     if d % heads:
         raise ValueError(f"d must be divisible by heads: q has d={d} channels, kernel has heads={heads}")
+    causal = _flag("causal", causal)
     if not causal and size % 2 == 0:
         raise ValueError(f"kernel must have an odd size s when causal=False (centred window), got s={size}")
+    return _aft_conv(q, k, v, kernel, causal)
+
+
+@functools.partial(jax.jit, static_argnames=("causal",))
+def _aft_conv(q, k, v, kernel, causal):
+    if q.size == 0:
+        return _empty(q, k, v, kernel)
+    q, k, v, kernel = _same_dtype(q, k, v, kernel)
+    length, d = q.shape
+    heads, size = kernel.shape
     if causal:  # kernel[:, j] is the offset t' - t = -j
         offsets = list(range(-(size - 1), 1))
         bias = kernel[:, ::-1].T  # (n, heads), ordered by offset
@@ -279,18 +454,23 @@ def aft_conv(q, k, v, kernel, causal: bool = False):
         offsets = list(range(-(size // 2), size // 2 + 1))
         bias = kernel.T
     averaged = _banded(k[:, :, None], v.reshape(length, heads, d // heads), bias[None], offsets, causal)
-    return jax.nn.sigmoid(q) * averaged.reshape(length, d)
+    return _gate(q, averaged.reshape(length, d), False)
 
 
-def conv_bias_matrix(kernel, length: int, causal: bool = False):
+@_checks.shaped
+def conv_bias_matrix(kernel: Float[Array, "heads s"], length: int, causal: bool = False) -> Float[Array, "heads T T"]:
     """The ``(heads, T, T)`` biases ``w`` that make :func:`aft_full` equal :func:`aft_conv` per head.
 
     ``w[i, t, t'] = kernel[i, t - t']`` (causal) or ``kernel[i, t' - t + s // 2]`` inside the window,
-    0 outside. For tests and for chapter 5's equivalence check; AFT-conv itself never builds it.
+    0 outside (``T = length``, which may be 0). For tests and for chapter 5's equivalence check;
+    AFT-conv itself never builds it.
     """
-    _checks.ndim("kernel", kernel, 2, "(heads, s)")
-    length = _checks.positive_int("length", length)
+    length = _checks.nonnegative_int("length", length)
+    causal = _flag("causal", causal)
     size = kernel.shape[1]
+    if size == 0 or (not causal and size % 2 == 0):
+        raise ValueError(f"kernel must have {'an odd' if not causal else 'a positive'} size s"
+                         f"{' when causal=False' if not causal else ''}, got s={size}")
     offset = np.arange(length)[:, None] - np.arange(length)[None, :]  # t - t'
     index = offset if causal else size // 2 - offset
     inside = (index >= 0) & (index < size)
@@ -333,11 +513,14 @@ class Dense(eqx.Module):
     def __init__(self, d_in: int, d_out: int, *, key: jax.Array):
         d_in = _checks.positive_int("d_in", d_in)
         d_out = _checks.positive_int("d_out", d_out)
+        key = _checks.prng_key("key", key)
         w_key, b_key = _keys(key, 2)
         self.weight = _random(w_key, (d_in, d_out), 1.0 / np.sqrt(d_in))
         self.bias = _random(b_key, (d_out,), 1.0 / np.sqrt(d_in))
 
-    def __call__(self, x):
+    @_checks.shaped
+    def __call__(self, x: Float[Array, "*batch d_in"]) -> Float[Array, "*batch d_out"]:
+        _features("x", x, self.weight.shape[0], "d_in")
         return x @ self.weight + self.bias
 
 
@@ -361,26 +544,35 @@ class AFTFull(eqx.Module):
         d_model = _checks.positive_int("d_model", d_model)
         max_len = _checks.positive_int("max_len", max_len)
         bias_dim = _checks.positive_int("bias_dim", bias_dim)
-        keys = _keys(key, 6)
+        causal = _flag("causal", causal)
+        keys = _keys(_checks.prng_key("key", key), 6)
         self.query, self.key_proj, self.value, self.out = (Dense(d_model, d_model, key=k) for k in keys[:4])
         self.u = _random(keys[4], (max_len, bias_dim), 0.1, normal=True)
         self.v = _random(keys[5], (max_len, bias_dim), 0.1, normal=True)
         self.causal = causal
 
-    def bias(self, length: int):
-        """The ``(T, T)`` position biases ``w = u v^T`` for sequences of length ``T``."""
+    def bias(self, length: int) -> Float[Array, "T T"]:
+        """The ``(T, T)`` position biases ``w = u v^T`` for sequences of length ``T = length`` (for plots and
+        tests: the layer itself never forms more than ``ROW_BLOCK`` rows of it at once)."""
+        length = _checks.nonnegative_int("length", length)
         if length > self.u.shape[0]:
-            raise ValueError(f"sequences may have at most max_len={self.u.shape[0]} tokens, got {length}")
+            raise ValueError(f"length must be at most max_len={self.u.shape[0]}, got {length}")
         return self.u[:length] @ self.v[:length].T
 
-    def qkv(self, x):
+    @_checks.shaped
+    def qkv(self, x: Float[Array, "T d_model"]) -> tuple[Float[Array, "T d_model"], ...]:
         """The queries, keys and values ``(T, d_model)`` each, for ``x`` of shape ``(T, d_model)``."""
-        _checks.ndim("x", x, 2, "(T, d_model)")
+        _features("x", x, self.query.weight.shape[0], "d_model")
+        _rows("x", x, self.u.shape[0])
         return self.query(x), self.key_proj(x), self.value(x)
 
-    def __call__(self, x):
+    @_checks.shaped
+    def __call__(self, x: Float[Array, "T d_model"]) -> Float[Array, "T d_model"]:
+        """``(T, d_model) -> (T, d_model)``, ``T <= max_len``. The bias ``w = u v^T`` enters row block by row
+        block: beyond ``ROW_BLOCK`` positions no ``T x T`` array is formed, forward or backward."""
         q, k, v = self.qkv(x)
-        return self.out(aft_full(q, k, v, self.bias(x.shape[0]), causal=self.causal))
+        length = x.shape[0]
+        return self.out(_aft_full_factorised(q, k, v, self.u[:length], self.v[:length], self.causal))
 
 
 class AFTLocal(AFTFull):
@@ -393,7 +585,9 @@ class AFTLocal(AFTFull):
         super().__init__(d_model, max_len, bias_dim=bias_dim, causal=causal, key=key)
         self.window = _checks.positive_int("window", window)
 
-    def __call__(self, x):
+    @_checks.shaped
+    def __call__(self, x: Float[Array, "T d_model"]) -> Float[Array, "T d_model"]:
+        """``(T, d_model) -> (T, d_model)``, ``T <= max_len``; ``w = u v^T`` is formed, but only its band is read."""
         q, k, v = self.qkv(x)
         return self.out(aft_local(q, k, v, self.bias(x.shape[0]), self.window, causal=self.causal))
 
@@ -409,12 +603,13 @@ class AFTSimple(eqx.Module):
 
     def __init__(self, d_model: int, *, causal: bool = True, key: jax.Array):
         d_model = _checks.positive_int("d_model", d_model)
-        keys = _keys(key, 4)
+        keys = _keys(_checks.prng_key("key", key), 4)
         self.query, self.key_proj, self.value, self.out = (Dense(d_model, d_model, key=k) for k in keys)
-        self.causal = causal
+        self.causal = _flag("causal", causal)
 
-    def __call__(self, x):
-        _checks.ndim("x", x, 2, "(T, d_model)")
+    @_checks.shaped
+    def __call__(self, x: Float[Array, "T d_model"]) -> Float[Array, "T d_model"]:
+        _features("x", x, self.query.weight.shape[0], "d_model")
         q, k, v = self.query(x), self.key_proj(x), self.value(x)
         return self.out(aft_simple(q, k, v, causal=self.causal))
 
@@ -440,11 +635,12 @@ class AFTConv(eqx.Module):
         d_model = _checks.positive_int("d_model", d_model)
         heads = _checks.positive_int("heads", heads)
         window = _checks.positive_int("window", window)
+        causal = _flag("causal", causal)
         if d_model % heads:
             raise ValueError(f"d_model must be divisible by heads, got d_model={d_model}, heads={heads}")
         if not causal and window % 2 == 0:
             raise ValueError(f"window must be odd when causal=False, got {window}")
-        keys = _keys(key, 5)
+        keys = _keys(_checks.prng_key("key", key), 5)
         self.query, self.value, self.out = (Dense(d_model, d_model, key=k) for k in keys[:3])
         self.key_proj = Dense(d_model, heads, key=keys[3])
         self.raw_kernel = _random(keys[4], (heads, window), 1.0, normal=True)
@@ -452,14 +648,15 @@ class AFTConv(eqx.Module):
         self.shift = jnp.zeros((heads,))
         self.causal = causal
 
-    def kernel(self):
+    def kernel(self) -> Float[Array, "heads window"]:
         """The ``(heads, window)`` position biases."""
         raw = self.raw_kernel
         normalised = (raw - raw.mean(axis=1, keepdims=True)) / (raw.std(axis=1, keepdims=True) + 1e-5)
         return self.gain[:, None] * normalised + self.shift[:, None]
 
-    def __call__(self, x):
-        _checks.ndim("x", x, 2, "(T, d_model)")
+    @_checks.shaped
+    def __call__(self, x: Float[Array, "T d_model"]) -> Float[Array, "T d_model"]:
+        _features("x", x, self.query.weight.shape[0], "d_model")
         q, k, v = self.query(x), self.key_proj(x), self.value(x)
         return self.out(aft_conv(q, k, v, self.kernel(), causal=self.causal))
 
@@ -478,13 +675,16 @@ class CausalSelfAttention(eqx.Module):
         heads = _checks.positive_int("heads", heads)
         if d_model % heads:
             raise ValueError(f"d_model must be divisible by heads, got d_model={d_model}, heads={heads}")
-        keys = _keys(key, 4)
+        keys = _keys(_checks.prng_key("key", key), 4)
         self.query, self.key_proj, self.value, self.out = (Dense(d_model, d_model, key=k) for k in keys)
         self.heads = heads
 
-    def __call__(self, x):
-        _checks.ndim("x", x, 2, "(T, d_model)")
+    @_checks.shaped
+    def __call__(self, x: Float[Array, "T d_model"]) -> Float[Array, "T d_model"]:
+        _features("x", x, self.query.weight.shape[0], "d_model")
         length, d_model = x.shape
+        if length == 0:  # no positions: nothing to attend to or from
+            return jnp.zeros(x.shape, dtype=jnp.result_type(x, self.out.weight))
         split = lambda a: a.reshape(length, self.heads, d_model // self.heads)
         q, k, v = (split(p(x)) for p in (self.query, self.key_proj, self.value))
         mask = masking.causal_mask(length)
@@ -496,6 +696,8 @@ class CausalSelfAttention(eqx.Module):
 def make_mixer(kind: str, d_model: int, max_len: int, *, key: jax.Array, heads: int = 4, window: int = 9,
                bias_dim: int = 16) -> eqx.Module:
     """A causal token-mixing layer by name: ``"attention"`` or one of :data:`VARIANTS`."""
+    if not isinstance(kind, str):
+        raise TypeError(f"kind must be a string, 'attention' or one of {VARIANTS}, got {_checks._describe(kind)}")
     if kind == "attention":
         return CausalSelfAttention(d_model, heads, key=key)
     if kind == "aft-full":
@@ -519,13 +721,17 @@ class Block(eqx.Module):
     project: Dense
 
     def __init__(self, mixer: eqx.Module, d_model: int, *, mlp_ratio: int = 4, key: jax.Array):
-        k1, k2 = _keys(key, 2)
+        d_model = _checks.positive_int("d_model", d_model)
+        mlp_ratio = _checks.positive_int("mlp_ratio", mlp_ratio)
+        k1, k2 = _keys(_checks.prng_key("key", key), 2)
         self.norm_mix, self.norm_mlp = eqx.nn.LayerNorm(d_model), eqx.nn.LayerNorm(d_model)
         self.mixer = mixer
         self.hidden = Dense(d_model, mlp_ratio * d_model, key=k1)
         self.project = Dense(mlp_ratio * d_model, d_model, key=k2)
 
-    def __call__(self, x):
+    @_checks.shaped
+    def __call__(self, x: Float[Array, "T d_model"]) -> Float[Array, "T d_model"]:
+        _features("x", x, self.hidden.weight.shape[0], "d_model")
         x = x + self.mixer(jax.vmap(self.norm_mix)(x))
         h = jax.nn.gelu(self.hidden(jax.vmap(self.norm_mlp)(x)))
         return x + self.project(h)
@@ -544,14 +750,17 @@ class MixerChoice(eqx.Module):
     choice: jax.Array
 
     def __init__(self, kinds: Sequence[str], d_model: int, max_len: int, *, key: jax.Array, **options):
+        if isinstance(kinds, str) or not isinstance(kinds, Sequence):
+            raise TypeError(f"kinds must be a sequence of names such as ('attention', 'aft-full'), got {_checks._describe(kinds)}")
         if not kinds:
             raise ValueError("kinds must name at least one mixer, got an empty sequence")
         self.kinds = tuple(kinds)
         self.mixers = tuple(make_mixer(kind, d_model, max_len, key=k, **options)
-                            for kind, k in zip(self.kinds, _keys(key, len(self.kinds))))
+                            for kind, k in zip(self.kinds, _keys(_checks.prng_key("key", key), len(self.kinds))))
         self.choice = jnp.asarray(0, dtype=jnp.int32)
 
-    def __call__(self, x):
+    @_checks.shaped
+    def __call__(self, x: Float[Array, "T d_model"]) -> Float[Array, "T d_model"]:
         return jax.lax.switch(self.choice, [lambda x, m=m: m(x) for m in self.mixers], x)
 
 
@@ -577,7 +786,7 @@ class NextTokenModel(eqx.Module):
         max_len = _checks.positive_int("max_len", max_len)
         d_model = _checks.positive_int("d_model", d_model)
         depth = _checks.positive_int("depth", depth)
-        keys = _keys(key, 3 + 2 * depth)
+        keys = _keys(_checks.prng_key("key", key), 3 + 2 * depth)
 
         def mixer(k):
             if isinstance(kind, str):
@@ -609,8 +818,14 @@ class NextTokenModel(eqx.Module):
                 total -= sum(count_parameters(m) for i, m in enumerate(block.mixer.mixers) if i != chosen)
         return total
 
-    def __call__(self, tokens):
-        _checks.ndim("tokens", tokens, 1, "(T,)")
+    @_checks.shaped
+    def __call__(self, tokens: Int[Array, "T"]) -> Float[Array, "T num_classes"]:
+        """Next-token logits ``(T, num_classes)`` for integer tokens ``(T,)`` in ``[0, vocab_size)``, ``T <= max_len``.
+
+        Token ids are checked, also under ``jit``/``vmap`` (``-1`` is an error, not the last token).
+        """
+        _rows("tokens", tokens, self.position.shape[0])
+        tokens = _checks.integers_in_range("tokens", tokens, 0, self.embed.shape[0])
         x = self.embed[tokens] + self.position[: tokens.shape[0]]
         for block in self.blocks:
             x = block(x)

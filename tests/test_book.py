@@ -225,6 +225,27 @@ def test_ignored_output_may_differ(book, pair):
     assert new_problems(bookcheck.check_output_parity, book, lambda: edit(ja, change_ignored)) == []
 
 
+def test_language_specific_output_must_print_the_same_numbers(book, pair):
+    en, ja = pair
+
+    def printing(text):
+        def change(nb):
+            cell = plain_code_cell(nb)
+            cell["metadata"]["tags"] = sorted(set(cell["metadata"].get("tags", [])) | {"lang-output"})
+            cell["outputs"] = [{"output_type": "stream", "name": "stdout", "text": [text]}]
+        return change
+
+    edit(en, printing("T = 4096: memory 130 MiB, ratio 0.52 (float32)\n"))
+    assert new_problems(bookcheck.check_output_parity, book, lambda: edit(
+        ja, printing("T = 4096：メモリ 130 MiB、比 0.52（float32）\n"))) == []
+    problems = new_problems(bookcheck.check_output_parity, book, lambda: edit(
+        ja, printing("T = 4096：メモリ 131 MiB、比 0.52（float32）\n")))
+    assert mentions(problems, name(book, ja), "lang-output", "number 2 is 130 vs 131")
+    problems = new_problems(bookcheck.check_output_parity, book, lambda: edit(
+        ja, printing("T = 4096：メモリ 130 MiB（float32）\n")))
+    assert mentions(problems, name(book, ja), "number 3 is 0.52 vs 32")
+
+
 def test_dangling_reference(book, pair):
     en, _ = pair
     problems = new_problems(bookcheck.check_cross_references, book,

@@ -35,6 +35,10 @@ CHAPTERS = "chapters"
 DOC_SUFFIXES = (".ipynb", ".qmd", ".md")
 # Cells with these tags have outputs that nbval does not compare, so twins may differ there.
 UNCOMPARED_TAGS = frozenset({"nbval-ignore-output", "nbval-skip"})
+# Cells with this tag print language-specific text (labels through plotting.tr): twins' outputs
+# there may differ in words, but must print the same numbers in the same order.
+LANG_OUTPUT_TAG = "lang-output"
+NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?|(?<=[\w.])\d+(?:\.\d+)?")
 # Packages named differently on conda-forge and PyPI (conda name -> PyPI name).
 CONDA_TO_PYPI = {"quarto": "quarto-cli"}
 # The pyproject extras that environment.yml must cover besides the runtime dependencies.
@@ -280,8 +284,27 @@ def text_outputs(cell: dict) -> list[tuple[str, str]]:
     return texts
 
 
+def numbers(text: str) -> list[str]:
+    """The numbers a text prints, in order, as written."""
+    return NUMBER.findall(text)
+
+
+def number_difference(x: list[tuple[str, str]], y: list[tuple[str, str]]) -> str | None:
+    """Where two cells' text outputs differ in their kinds or numbers (None if only in words)."""
+    if [kind for kind, _ in x] != [kind for kind, _ in y]:
+        return f"outputs {[kind for kind, _ in x]} vs {[kind for kind, _ in y]}"
+    for (kind, a), (_, b) in zip(x, y):
+        p, q = numbers(a), numbers(b)
+        if p != q:
+            m = next((m for m, (u, v) in enumerate(zip(p, q)) if u != v), min(len(p), len(q)))
+            u, v = (n[m] if m < len(n) else "<none>" for n in (p, q))
+            return f"{kind}: number {m + 1} is {u} vs {v} ({len(p)} vs {len(q)} numbers)"
+    return None
+
+
 def check_output_parity(root: Path) -> list[str]:
-    """Twins' stored text outputs agree wherever nbval compares them."""
+    """Twins' stored text outputs agree wherever nbval compares them; in cells tagged
+    ``lang-output`` (labels printed through ``tr``), the numbers they print agree."""
     problems = []
     for path, twin in twin_pairs(root):
         a, b = code_cells(read_notebook(path)), code_cells(read_notebook(twin))
@@ -292,6 +315,13 @@ def check_output_parity(root: Path) -> list[str]:
                 continue
             x, y = text_outputs(cell), text_outputs(twin_cell)
             if x == y:
+                continue
+            if LANG_OUTPUT_TAG in tags(cell):
+                problem = number_difference(x, y)
+                if problem:
+                    problems.append(f"{rel(root, path)} and {rel(root, twin)} print different numbers in "
+                                    f"code cell {k + 1} (cell {i + 1}, tagged {LANG_OUTPUT_TAG}): {problem}; "
+                                    "re-execute both (python -m tools.execute_notebooks)")
                 continue
             p, q = next((p, q) for p, q in zip_longest(x, y, fillvalue=("no output", "")) if p != q)
             detail = f"{p[0]} {p[1][:80]!r} vs {q[0]} {q[1][:80]!r}"

@@ -1,13 +1,21 @@
 """The one training loop of the book: minibatch gradient steps inside ``jax.lax.scan``, Optax.
 
-``fit`` compiles the whole run (every step, and the test loss after every step) into one XLA
-program, so a 500-step run on a few thousand sequences takes well under a second on a CPU.
+``fit`` compiles the whole run (every step, and the test loss every ``eval_every`` steps) into one
+XLA program, so a 500-step run on a few thousand sequences takes well under a second on a CPU.
+
+Bad input is rejected before anything is trained (see the contract in :mod:`attnbook`): data that
+do not share a leading size, batch sizes larger than the data, step counts that ``eval_every`` does
+not divide, and optimizers whose first updates are not finite (a NaN or infinite learning rate) or
+climb the loss (a negative one). Class labels out of range stop :func:`classification_loss` even
+inside the compiled training program, where ``-1`` would otherwise be read as the last class and
+``classes`` would give NaN.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import warnings
 from collections.abc import Callable
 
 import equinox as eqx
@@ -15,17 +23,18 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from jaxtyping import Array, Float, Int, Num, PRNGKeyArray
 
 from . import _checks
 
 
 @dataclasses.dataclass(frozen=True)
 class History:
-    """Losses recorded during :func:`fit`: one entry per step, shape ``(steps,)``.
+    """Losses recorded during :func:`fit`.
 
-    ``train_loss[s]`` is the loss of minibatch ``s`` before its update. ``test_loss[i]`` is the loss
-    on the whole test set after step ``test_steps[i]`` (every ``eval_every`` steps; ``None`` when no
-    test set was given).
+    ``train_loss[s]``, shape ``(steps,)``, is the loss of minibatch ``s`` before its update.
+    ``test_loss[i]``, shape ``(steps // eval_every,)``, is the loss on the whole test set after step
+    ``test_steps[i]`` (every ``eval_every`` steps; ``None`` when no test set was given).
     """
 
     train_loss: np.ndarray
@@ -39,13 +48,96 @@ class History:
         return self.eval_every * np.arange(1, count + 1)
 
 
-@functools.partial(jax.jit, static_argnums=(1, 2, 3))  # one small program, not a dozen eager ops
-def minibatch_indices(key: jax.Array, num_examples: int, batch_size: int, steps: int) -> jax.Array:
+# --------------------------------------------------------------------------- argument checks
+
+
+def _callable(name: str, fn) -> None:
+    if not callable(fn):
+        raise TypeError(f"{name} must be a function, got {_checks._describe(fn)}")
+
+
+def _data(name: str, arrays) -> tuple[jax.Array, ...]:
+    """A tuple of arrays with one leading size ``N >= 1``, as JAX arrays."""
+    if not isinstance(arrays, (tuple, list)) or not arrays:
+        raise TypeError(f"{name} must be a non-empty tuple of arrays such as (inputs, targets), got {_checks._describe(arrays)}")
+    for i, a in enumerate(arrays):
+        if np.ndim(a) < 1:
+            raise ValueError(f"{name}[{i}] must have a leading axis of N examples, got {_checks._describe(a)}")
+    sizes = {np.shape(a)[0] for a in arrays}
+    if len(sizes) != 1:
+        raise ValueError(f"{name} arrays must share their leading size N, got sizes {sorted(sizes)}")
+    if sizes == {0}:
+        raise ValueError(f"{name} must hold at least one example, got N=0")
+    return tuple(jnp.asarray(a) for a in arrays)
+
+
+def _labels(ys, logits_shape: tuple[int, ...]):
+    """``ys`` checked against logits of shape ``(*batch, classes)``: shape ``batch``, values in ``[0, classes)``.
+
+    A shape mismatch would broadcast (labels ``(N, 1)`` against predictions ``(N,)`` compare every
+    prediction with every label); ``-1`` would pick the last class and ``classes`` give NaN. Returns
+    ``ys``: use it, so that under ``jit`` the value check stays in the program.
+    """
+    if tuple(ys.shape) != tuple(logits_shape[:-1]):
+        raise ValueError(f"ys must have the shape of the logits {tuple(logits_shape)} without their class axis, "
+                         f"{tuple(logits_shape[:-1])}, got {tuple(ys.shape)}")
+    classes = logits_shape[-1]
+    return _checks.values("ys", ys, (ys < 0) | (ys >= classes), f"class labels: integers in [0, {classes})")
+
+
+@eqx.filter_jit
+def _optimizer_probe(optimizer, params):
+    """Two updates from zero parameters with all-one gradients: are they finite, and do they descend?
+
+    Any working optimizer's update has a negative dot product with a positive gradient (zero
+    parameters keep weight decay out of it); a NaN or infinite learning rate makes it non-finite, a
+    negative one positive. Returns ``(finite, (dot of update 1, dot of update 2))``.
+    """
+    zeros = jax.tree.map(jnp.zeros_like, params)
+    ones = jax.tree.map(jnp.ones_like, params)
+    state = optimizer.init(zeros)
+    first, state = optimizer.update(ones, state, zeros)
+    second, _ = optimizer.update(ones, state, zeros)
+    leaves = jax.tree.leaves((first, second))
+    finite = jnp.all(jnp.stack([jnp.all(jnp.isfinite(u)) for u in leaves]))
+    dots = [sum(jnp.sum(u) for u in jax.tree.leaves(update)) for update in (first, second)]
+    return finite, jnp.stack(dots)
+
+
+def _check_optimizer(optimizer, params) -> None:
+    if not (hasattr(optimizer, "init") and hasattr(optimizer, "update")):
+        raise TypeError(f"optimizer must be an Optax GradientTransformation such as optax.adam(1e-2), "
+                        f"got {_checks._describe(optimizer)}")
+    finite, dots = _optimizer_probe(optimizer, params)
+    if not bool(finite):
+        raise ValueError("optimizer must give finite updates for finite gradients, got NaN or infinite ones "
+                         "(a NaN or infinite learning rate?)")
+    if np.any(np.asarray(dots) > 0):
+        raise ValueError("optimizer must move the parameters against the gradient, got updates along it "
+                         "(a negative learning rate?)")
+
+
+# --------------------------------------------------------------------------- training
+
+
+def minibatch_indices(key: PRNGKeyArray, num_examples: int, batch_size: int, steps: int) -> Int[Array, "steps batch_size"]:
     """Indices of ``steps`` minibatches, shape ``(steps, batch_size)``.
 
     Each epoch is a fresh permutation of the data cut into ``num_examples // batch_size`` batches
-    (the remainder of an epoch is dropped), so every example is seen once per epoch.
+    (the remainder of an epoch is dropped), so every example is seen once per epoch; hence
+    ``batch_size <= num_examples``.
     """
+    key = _checks.prng_key("key", key)
+    num_examples = _checks.positive_int("num_examples", num_examples)
+    batch_size = _checks.positive_int("batch_size", batch_size)
+    steps = _checks.positive_int("steps", steps)
+    if batch_size > num_examples:
+        raise ValueError(f"batch_size must be at most the number of examples N={num_examples}, got {batch_size}")
+    return _minibatch_indices(key, num_examples, batch_size, steps)
+
+
+@functools.partial(jax.jit, static_argnums=(1, 2, 3))  # one small program, not a dozen eager ops
+def _minibatch_indices(key, num_examples, batch_size, steps):
     per_epoch = num_examples // batch_size
     epochs = -(-steps // per_epoch)  # ceil
     perms = jax.vmap(lambda k: jax.random.permutation(k, num_examples))(jax.random.split(key, epochs))
@@ -61,7 +153,7 @@ def fit(
     optimizer: optax.GradientTransformation,
     steps: int,
     batch_size: int,
-    key: jax.Array,
+    key: PRNGKeyArray,
     test_data: tuple | None = None,
     eval_every: int = 1,
 ) -> tuple[eqx.Module, History]:
@@ -70,36 +162,51 @@ def fit(
     Args:
         model: any Equinox module; its floating-point array leaves are trained, everything else is kept.
         loss_fn: ``loss_fn(model, *batch) -> scalar``, e.g. from :func:`classification_loss`.
-        train_data: a tuple of arrays with the same leading size ``N`` (inputs, targets, ...).
-        optimizer: an Optax transformation, e.g. ``optax.adam(1e-2)``.
+        train_data: a tuple of arrays with the same leading size ``N >= 1`` (inputs, targets, ...).
+        optimizer: an Optax transformation, e.g. ``optax.adam(1e-2)``; its first two updates must be
+            finite and descend (rejects a NaN, infinite or negative learning rate).
         steps: number of gradient steps.
         batch_size: examples per step, at most ``N``.
-        key: PRNG key for the minibatch order.
-        test_data: optional tuple like ``train_data``; its loss is recorded every ``eval_every`` steps.
+        key: PRNG key for the minibatch order, e.g. ``jax.random.key(1)``.
+        test_data: optional tuple like ``train_data`` (as many arrays, its own ``N``); its loss is
+            recorded every ``eval_every`` steps.
         eval_every: how often to evaluate the test loss; must divide ``steps``.
+
+    A run whose training loss becomes NaN or infinite (a diverging learning rate, NaN in the data)
+    returns what it reached, with a ``RuntimeWarning`` that names the first such step.
     """
+    _callable("loss_fn", loss_fn)
     steps = _checks.positive_int("steps", steps)
     batch_size = _checks.positive_int("batch_size", batch_size)
-    sizes = {np.shape(a)[0] for a in train_data}
-    if len(sizes) != 1:
-        raise ValueError(f"train_data arrays must share their leading size N, got sizes {sorted(sizes)}")
-    (num_examples,) = sizes
+    key = _checks.prng_key("key", key)
+    train_data = _data("train_data", train_data)
+    num_examples = train_data[0].shape[0]
     eval_every = _checks.positive_int("eval_every", eval_every)
     if steps % eval_every:
         raise ValueError(f"eval_every must divide steps={steps}, got {eval_every}")
     if batch_size > num_examples:
         raise ValueError(f"batch_size must be at most the number of examples N={num_examples}, got {batch_size}")
-    train_data = tuple(jnp.asarray(a) for a in train_data)
-    test_data = None if test_data is None else tuple(jnp.asarray(a) for a in test_data)
+    if test_data is not None:
+        test_data = _data("test_data", test_data)
+        if len(test_data) != len(train_data):
+            raise ValueError(f"test_data must hold as many arrays as train_data ({len(train_data)}), got {len(test_data)}")
     # Only floating-point leaves are trained; integer and boolean arrays (masks, indices) ride along.
     params, static = eqx.partition(model, eqx.is_inexact_array)
-    indices = minibatch_indices(key, num_examples, batch_size, steps).reshape(-1, eval_every, batch_size)
+    if not jax.tree.leaves(params):
+        raise ValueError(f"model must have floating-point arrays to train, got none in {type(model).__name__}")
+    _check_optimizer(optimizer, params)
+    indices = _minibatch_indices(key, num_examples, batch_size, steps).reshape(-1, eval_every, batch_size)
     # Gathering the minibatches before the training program (memory: steps x batch_size examples,
     # small in this book) makes that program independent of N, so runs on data sets of different
     # sizes share one compilation.
     batches = _gather(train_data, indices)
     params, train_loss, test_loss = _run(params, static, loss_fn, optimizer, batches, test_data)
     history = History(np.asarray(train_loss), None if test_data is None else np.asarray(test_loss), eval_every)
+    if not np.all(np.isfinite(history.train_loss)):
+        first = int(np.argmin(np.isfinite(history.train_loss)))
+        warnings.warn(f"fit: the training loss is {history.train_loss[first]} at step {first} (of {steps}); "
+                      "the returned model is not trained (a learning rate too large, or NaN in the data?)",
+                      RuntimeWarning, stacklevel=2)
     return eqx.combine(params, static), history
 
 
@@ -131,23 +238,50 @@ def _run(params, static, loss_fn, optimizer, batches, test_data):
     return params, train_loss.reshape(-1), test_loss
 
 
+# --------------------------------------------------------------------------- classification
+
+
 def classification_loss(logits_fn: Callable[[eqx.Module, jax.Array], jax.Array]):
     """Mean cross-entropy (negative log-likelihood in nats) of integer targets.
 
-    ``logits_fn(model, x)`` maps one example to logits of shape ``(classes,)``; the returned
-    ``loss(model, xs, ys)`` averages over the leading (batch) axis.
+    ``logits_fn(model, x)`` maps one example to logits of shape ``(*batch, classes)`` (``(classes,)``
+    for one prediction per example, ``(T, classes)`` for one per position); the returned
+    ``loss(model, xs, ys)`` takes ``xs`` of shape ``(N, ...)`` and labels ``ys`` of shape
+    ``(N, *batch)`` in ``[0, classes)``, and averages over all of them. Labels out of range are an
+    error, also inside :func:`fit`'s compiled program (``equinox.error_if``: one comparison per label).
     """
+    _callable("logits_fn", logits_fn)
 
-    def loss(model, xs, ys):
+    @_checks.shaped
+    def loss(model, xs: Num[Array, "N ..."], ys: Int[Array, "N *batch"]) -> Float[Array, ""]:
         logits = jax.vmap(lambda x: logits_fn(model, x))(xs)
+        ys = _labels(ys, logits.shape)
         return optax.softmax_cross_entropy_with_integer_labels(logits, ys).mean()
 
     return loss
 
 
-def accuracy(logits_fn: Callable[[eqx.Module, jax.Array], jax.Array], model: eqx.Module, xs, ys) -> float:
-    """Fraction of predictions (most likely class) equal to the target, over all examples."""
-    return float(_accuracy(logits_fn, model, jnp.asarray(xs), jnp.asarray(ys)))
+@_checks.shaped
+def accuracy(
+    logits_fn: Callable[[eqx.Module, jax.Array], jax.Array], model: eqx.Module, xs: Num[Array, "N ..."],
+    ys: Int[Array, "N *batch"],
+) -> float:
+    """Fraction of predictions (most likely class) equal to the target, over all examples.
+
+    ``logits_fn`` as in :func:`classification_loss`; ``ys`` has the shape of the logits without
+    their class axis, ``(N, *batch)``, and holds labels in ``[0, classes)``.
+    """
+    _callable("logits_fn", logits_fn)
+    xs, ys = jnp.asarray(xs), jnp.asarray(ys)
+    if xs.shape[0] == 0:
+        raise ValueError(f"xs must hold at least one example, got shape {tuple(xs.shape)}")
+    logits = eqx.filter_eval_shape(_logits, logits_fn, model, xs)  # shape only: nothing is computed
+    ys = _labels(ys, logits.shape)
+    return float(_accuracy(logits_fn, model, xs, ys))
+
+
+def _logits(logits_fn, model, xs):
+    return jax.vmap(lambda x: logits_fn(model, x))(xs)
 
 
 @eqx.filter_jit

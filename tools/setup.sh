@@ -6,6 +6,13 @@
 #                                  # Quarto (as .venv/bin/quarto) and, on Debian/Ubuntu as root,
 #                                  # Chromium for the browser tests
 #   bash tools/setup.sh --no-site  # library and test tools only (the site tests then skip)
+#   bash tools/setup.sh --latest   # the newest versions pyproject.toml allows instead of the lock
+#                                  # (combines with --no-site)
+#
+# Versions: by default the exact ones of requirements.lock, which produced the notebooks' stored
+# outputs (generated from pyproject.toml by `uv pip compile`; the README's "Set up" says how to
+# regenerate it). The site extra (quarto-cli, jupyter) is not in the lock; it is installed with the
+# lock as constraints, so it cannot move a locked package.
 #
 # Quarto: from ../shared/quarto when that folder exists (this project's own machines, which cannot
 # reach GitHub), otherwise PyPI's quarto-cli (which downloads Quarto from GitHub). Conda users can
@@ -15,18 +22,28 @@ cd "$(dirname "$0")/.."
 QUARTO_VERSION=1.7.34   # the version the site is tested with; .github/workflows/publish.yml pins it too
 
 site=yes
-case "${1:-}" in
-  --no-site) site=no ;;
-  ""|site) ;;
-  *) echo "setup: unknown argument '$1' (expected nothing or --no-site)" >&2; exit 2 ;;
-esac
+versions=lock
+for arg in "$@"; do
+  case "$arg" in
+    --no-site) site=no ;;
+    --latest) versions=latest ;;
+    site) ;;
+    *) echo "setup: unknown argument '$arg' (expected --no-site and/or --latest)" >&2; exit 2 ;;
+  esac
+done
 shared=../shared/quarto/install.sh
 
 python3 -m venv .venv
 .venv/bin/python -m pip install --quiet --upgrade pip
 # The `site` extra is PyPI's quarto-cli; with ../shared/quarto beside the checkout it is not needed.
 if [ "$site" = yes ] && [ ! -f "$shared" ]; then extras="test,site"; else extras="test"; fi
-.venv/bin/python -m pip install --quiet -e ".[${extras}]"
+if [ "$versions" = lock ]; then
+  .venv/bin/python -m pip install --quiet -r requirements.lock
+  .venv/bin/python -m pip install --quiet -c requirements.lock -e ".[${extras}]"
+else
+  # Eager: an existing .venv moves to the newest versions too, not only a new one.
+  .venv/bin/python -m pip install --quiet --upgrade --upgrade-strategy eager -e ".[${extras}]"
+fi
 
 if [ "$site" = yes ]; then
   if [ -f "$shared" ]; then
@@ -50,4 +67,5 @@ if [ "$site" = yes ]; then
     fi
   fi
 fi
-echo "Set up .venv with attnbook[${extras}]. Activate it with: source .venv/bin/activate"
+if [ "$versions" = lock ]; then from="the versions of requirements.lock"; else from="the newest versions"; fi
+echo "Set up .venv with attnbook[${extras}], ${from}. Activate it with: source .venv/bin/activate"

@@ -287,7 +287,7 @@ def test_bad_inputs():
     expect_error(lambda: layer(wide, x, x), "query", "d_model=7", "(5, 6)")
     expect_error(lambda: layer(x, wide, x), "key", "d_model=7", "(5, 6)")
     expect_error(lambda: layer(x, x, wide), "value", "d_model=7", "(5, 6)")
-    expect_error(lambda: layer(x, x, x[:4]), "value", "Tk=5", "(4, 7)")
+    expect_error(lambda: layer(x, x, x[:4]), "value", "(5, 7)", "(4, 7)")
     expect_error(lambda: layer(x[0], x, x), "query", "(Tq, d_query)", "(7,)")
     expect_error(lambda: layer(x, x, x, jnp.ones((5, 4), dtype=bool)), "mask", "Tk=5", "(5, 4)")
     expect_error(lambda: layer(x, x, x, jnp.ones((2, 5, 5), dtype=bool)), "mask", "(3, 5, 5)", "(2, 5, 5)")

@@ -147,12 +147,13 @@ class MultiHeadAttention(eqx.Module):
         self,
         query: Float[Array, "Tq d_query"],
         key: Float[Array, "Tk d_key"],
-        value: Float[Array, "Tk d_value"],
+        value: Float[Array, "Tv d_value"],
         mask: Bool[Array, "*heads Tq Tk"] | None = None,
     ) -> tuple[Float[Array, "Tq d_out"], Float[Array, "heads Tq Tk"]]:
         """Attend from ``query (Tq, d_model)`` to ``key``, ``value (Tk, d_model)``.
 
-        (``d_query``, ``d_key`` and ``d_value`` in the annotations must all equal the layer's ``d_model``.)
+        (In the annotations, ``d_query``, ``d_key`` and ``d_value`` must all equal the layer's ``d_model``
+        and ``Tv`` must equal ``Tk``; both are checked after the annotations, with their own messages.)
 
         ``mask`` is boolean, True where a query may attend to a key: ``(Tq, Tk)`` for every head
         or ``(heads, Tq, Tk)`` per head. A query that sees no key in a head gets zero weights
@@ -172,6 +173,9 @@ class MultiHeadAttention(eqx.Module):
                 raise ValueError(f"{name} must have d_model={self.d_model} features, shape (T, d_model), "
                                  f"got shape {tuple(x.shape)}")
         heads, tq, tk = self.num_heads, query.shape[0], key.shape[0]
+        if value.shape[0] != tk:
+            raise ValueError(f"value must have one row per key, shape (Tk, d_model) = {(tk, self.d_model)}, "
+                             f"got {tuple(value.shape)}")
         positions = self.key_bias_positions
         if positions is not None and tk != positions:
             raise ValueError(

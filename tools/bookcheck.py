@@ -4,7 +4,8 @@ Quarto cannot run where the book is tested, so everything it would complain abou
 things it would silently get wrong) is checked here instead: twins in both languages, identical
 code, identical stored outputs, cross-references, citations, relative links and the labels they
 point at, chapter lists, stored outputs, the Quarto profiles, the glossary (its pages against
-glossary.csv, the Japanese chapters against the terms it rejects) and environment.yml.
+glossary.csv, the Japanese chapters against the terms it rejects), the Japanese typography rule
+of the README's guide for authors, and environment.yml.
 
 Every check is a function ``check_*(root) -> list[str]`` over the repository root, returning
 human-readable problems (an empty list means the check passed), so tests can run each one on the

@@ -66,6 +66,14 @@ def test_accuracy_bad_labels(model, ys, error, match):
         train.accuracy(flat, model, XS, ys)
 
 
+def test_accuracy_of_nan_logits_is_nan():
+    """argmax picks an arbitrary class for a row of NaN: that used to count as a prediction."""
+    broken = eqx.tree_at(lambda m: m.weight, MODEL, MODEL.weight.at[0, 0].set(jnp.nan))
+    assert np.isnan(train.accuracy(flat, broken, XS, YS))
+    # Only the predictions with a NaN logit are undefined; a model without NaN is unaffected.
+    assert np.isfinite(train.accuracy(flat, MODEL, XS, YS))
+
+
 def test_accuracy_bad_inputs():
     with pytest.raises(ValueError, match=r"xs must hold at least one example, got shape \(0, 10, 4\)"):
         train.accuracy(flat, MODEL, XS[:0], YS[:0])

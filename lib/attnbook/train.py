@@ -269,7 +269,9 @@ def accuracy(
     """Fraction of predictions (most likely class) equal to the target, over all examples.
 
     ``logits_fn`` as in :func:`classification_loss`; ``ys`` has the shape of the logits without
-    their class axis, ``(N, *batch)``, and holds labels in ``[0, classes)``.
+    their class axis, ``(N, *batch)``, and holds labels in ``[0, classes)``. A prediction whose
+    logits hold a NaN (a diverged model) has no most likely class: the accuracy is then NaN, not the
+    hit rate of ``argmax``'s arbitrary pick.
     """
     _callable("logits_fn", logits_fn)
     xs, ys = jnp.asarray(xs), jnp.asarray(ys)
@@ -287,4 +289,5 @@ def _logits(logits_fn, model, xs):
 @eqx.filter_jit
 def _accuracy(logits_fn, model, xs, ys):
     logits = jax.vmap(lambda x: logits_fn(model, x))(xs)
-    return jnp.mean(jnp.argmax(logits, axis=-1) == ys)
+    hits = (jnp.argmax(logits, axis=-1) == ys).astype(jnp.float32)
+    return jnp.mean(jnp.where(jnp.isnan(logits).any(axis=-1), jnp.nan, hits))

@@ -334,7 +334,7 @@ def _attend(mha: MultiHeadAttention, q, k, v, mask=None):
     (a cache). ``mask (Tq, Tk)`` is True where a query may attend. Returns ``(Tq, d_out)``.
     """
     scores = jnp.einsum("thk,shk->hts", q, k) / jnp.sqrt(jnp.asarray(mha.key_dim, dtype=q.dtype))
-    weights = masked_softmax(scores, None if mask is None else mask[None])
+    weights = masked_softmax(scores, None if mask is None else jnp.broadcast_to(mask, scores.shape))
     context = jnp.einsum("hts,shv->thv", weights, v)
     return jnp.einsum("thv,hvo->to", context, mha.w_o) + mha.b_o
 
@@ -447,7 +447,61 @@ def _greedy_cached(model, source, length, start):
     return tokens, logits
 
 
+# ---------------------------------------------------------------------------------------------
+# The chapter's task: reverse a string of digits
+
+
+DIGITS = 10
+START = 10
+"""The start token of the decoder; tokens 0-9 are the digits, so the vocabulary has 11 tokens."""
+
+
+def reversal_data(num: int, length: int, rng: np.random.Generator, *, exclude=None):
+    """``num`` random digit strings of ``length`` digits and their reversals.
+
+    Returns ``(sources, targets_in, targets)``, int32 arrays ``(num, length)``: ``targets`` is ``sources``
+    reversed, ``targets_in`` is ``targets`` shifted right behind :data:`START` (what the decoder reads
+    under teacher forcing). Strings that occur in ``exclude`` (an array of sources) are redrawn, so a
+    test set drawn with ``exclude=train_sources`` holds only strings never seen in training.
+    """
+    num = _checks.positive_int("num", num)
+    length = _checks.positive_int("length", length)
+    rng = _checks.numpy_rng("rng", rng)
+    seen = set() if exclude is None else {row.tobytes() for row in np.asarray(exclude, dtype=np.int32)}
+    rows = []
+    while len(rows) < num:
+        for row in rng.integers(0, DIGITS, (num - len(rows), length)).astype(np.int32):
+            if row.tobytes() not in seen:
+                seen.add(row.tobytes())  # distinct strings within the set as well
+                rows.append(row)
+    sources = np.stack(rows)
+    targets = sources[:, ::-1].copy()
+    targets_in = np.concatenate([np.full((num, 1), START, dtype=np.int32), targets[:, :-1]], axis=1)
+    return sources, targets_in, targets
+
+
+def exact_match(model: EncoderDecoder, sources, targets) -> float:
+    """Fraction of ``sources (N, S)`` whose greedy decoding equals ``targets (N, T)`` in every token.
+
+    Decodes with the cache when the mixer allows it (:data:`CACHED_MIXERS`), otherwise by recomputing.
+    """
+    _checks.ndim("sources", sources, 2, "(N, S)")
+    _checks.ndim("targets", targets, 2, "(N, T)")
+    if len(sources) != len(targets):
+        raise ValueError(f"sources and targets must have the same N, got {len(sources)} and {len(targets)}")
+    cached = isinstance(model.decoder.blocks[0].mixer, (SelfAttention, AFTSimple))
+    decoded = _decode_batch(model, jnp.asarray(sources), np.shape(targets)[1], cached)
+    return float(np.mean(np.all(np.asarray(decoded) == np.asarray(targets), axis=1)))
+
+
+@eqx.filter_jit
+def _decode_batch(model, sources, length, cached):
+    decode = _greedy_cached if cached else _greedy
+    return jax.vmap(lambda s: decode(model, s, length, START)[0])(sources)
+
+
 __all__ = [
     "MIXERS", "CACHED_MIXERS", "FeedForward", "SelfAttention", "make_mixer", "Block", "Stack", "EncoderDecoder",
-    "sequence_loss", "greedy_decode", "greedy_decode_cached", "init_cache", "cache_bytes",
+    "sequence_loss", "greedy_decode", "greedy_decode_cached", "init_cache", "cache_bytes", "DIGITS", "START",
+    "reversal_data", "exact_match",
 ]

@@ -13,6 +13,8 @@ One module per concept, in chapter order:
 - :mod:`attnbook.mha`: multi-head attention in the Keras weight layout, per-position key bias (ch. 4)
 - :mod:`attnbook.aft`: the Attention Free Transformer, all four variants, exact and stable; AFT layers and a small next-token model (ch. 5)
 - :mod:`attnbook.cost`: wall time and XLA's temporary-memory analysis of compiled functions (ch. 6)
+- :mod:`attnbook.transformer`: feed-forward layer, pre-/post-LN blocks, encoder-decoder with cross-attention,
+  greedy decoding with and without a KV cache, the digit-reversal task (ch. 7)
 - :mod:`attnbook.plotting`: fonts, labels and heat-maps in the page's language
 
 Bad input: the contract

@@ -183,8 +183,6 @@ class MultiHeadAttention(eqx.Module):
                 f"got key of shape {tuple(key.shape)}"
             )
         if mask is not None:
-            if mask.dtype != jnp.bool_:  # _checks.shaped lets Bool[...] through any dtype (jaxtyping's "bool_")
-                raise TypeError(f"mask must be a boolean array (True where a query may attend), got dtype {mask.dtype}")
             if tuple(mask.shape[:-2]) not in ((), (heads,)):
                 raise ValueError(
                     f"mask must have shape (Tq, Tk) = {(tq, tk)} or (heads, Tq, Tk) = {(heads, tq, tk)}, "

@@ -14,17 +14,9 @@ import matplotlib.pyplot as plt
 import matplotlib_fontja  # noqa: F401  (registers IPAexGothic with matplotlib)
 import numpy as np
 import jax.numpy as jnp
-import jaxtyping
-from jaxtyping import Array, Int
+from jaxtyping import Array, Int, Shaped
 
 from . import _checks
-
-
-class Plottable(jaxtyping.AbstractDtype):
-    """Any dtype ``imshow`` draws: booleans (masks), integers and reals (``Shaped`` without complex)."""
-
-    dtypes = ["bool", *jaxtyping.Real.dtypes]
-
 
 LANGUAGES = ("en", "ja")
 WEATHER_SYMBOLS = ("☂", "☁", "☀")  # token 0 = rain, 1 = cloud, 2 = sun
@@ -89,7 +81,7 @@ def weather_labels(tokens: Int[Array, " T"]) -> list[str]:
 
 @_checks.shaped
 def heatmap(
-    matrix: Plottable[Array, "rows cols"],
+    matrix: Shaped[Array, "rows cols"],
     *,
     ax: plt.Axes | None = None,
     row_labels: Sequence[str] | None = None,
@@ -109,7 +101,7 @@ def heatmap(
     Used for attention weights (rows = queries, columns = keys) and positional encodings
     (rows = positions, columns = features). ``annotate`` writes each value in its cell.
     """
-    matrix = np.asarray(matrix)
+    matrix = np.asarray(matrix)  # booleans (masks), integers and reals; not complex numbers
     if not (matrix.dtype == np.bool_ or np.issubdtype(matrix.dtype, np.integer) or jnp.issubdtype(matrix.dtype, jnp.floating)):
         raise TypeError(f"matrix must be a boolean, integer or real array, got dtype {matrix.dtype}")
     if jnp.issubdtype(matrix.dtype, jnp.floating) and not np.issubdtype(matrix.dtype, np.floating):

@@ -14,7 +14,7 @@ from jaxtyping import Array, Float
 from . import _checks
 
 
-def frequencies(d_model: int, base: float = 10000.0) -> np.ndarray:
+def frequencies(d_model: int, base: float = 10000.0) -> Float[np.ndarray, " pairs"]:
     """Angular frequencies ``omega_i = base ** (-2i / d_model)``, one per (sin, cos) pair.
 
     Returns a float64 array of shape ``(ceil(d_model / 2),)``; pair ``i`` occupies
@@ -26,7 +26,7 @@ def frequencies(d_model: int, base: float = 10000.0) -> np.ndarray:
     return base ** (-two_i / d_model)
 
 
-def sinusoidal_encoding(length: int, d_model: int, base: float = 10000.0) -> jnp.ndarray:
+def sinusoidal_encoding(length: int, d_model: int, base: float = 10000.0) -> Float[Array, "length d_model"]:
     """The sinusoidal positional encoding, shape ``(length, d_model)``.
 
     ``PE[p, 2i] = sin(p / base**(2i/d_model))`` and ``PE[p, 2i+1] = cos(p / base**(2i/d_model))``
@@ -43,7 +43,7 @@ def sinusoidal_encoding(length: int, d_model: int, base: float = 10000.0) -> jnp
     return jnp.asarray(pe, dtype=jnp.float32)
 
 
-def relative_rotation(offset: int, d_model: int, base: float = 10000.0) -> jnp.ndarray:
+def relative_rotation(offset: int, d_model: int, base: float = 10000.0) -> Float[Array, "d_model d_model"]:
     """The matrix ``R_k`` with ``PE[p + k] = R_k @ PE[p]`` for every position ``p``.
 
     Block-diagonal, shape ``(d_model, d_model)``: pair ``i`` is rotated by the angle
@@ -86,7 +86,7 @@ def rope(x: Float[Array, "T d"], base: float = 10000.0) -> Float[Array, "T d"]:
     return rotated.reshape(length, d)
 
 
-def alibi_slopes(num_heads: int) -> np.ndarray:
+def alibi_slopes(num_heads: int) -> Float[np.ndarray, " num_heads"]:
     """ALiBi's per-head slopes: the geometric sequence ``2**(-8 / n)``, ..., ``2**(-8)``.
 
     For a power-of-two ``num_heads = n`` these are the paper's slopes. For other counts the
@@ -104,7 +104,7 @@ def alibi_slopes(num_heads: int) -> np.ndarray:
     return slopes
 
 
-def alibi_bias(length: int, num_heads: int) -> jnp.ndarray:
+def alibi_bias(length: int, num_heads: int) -> Float[Array, "num_heads length length"]:
     """ALiBi attention biases ``bias[h, i, j] = -slope_h * |i - j|``, shape ``(heads, T, T)``.
 
     Added to the attention scores instead of adding anything to the embeddings. Under a causal

@@ -81,7 +81,7 @@ def sample(
 
 
 @_checks.shaped
-def transition_counts(tokens: Int[Array, "n T"], num_classes: int) -> np.ndarray:
+def transition_counts(tokens: Int[Array, "n T"], num_classes: int) -> Int[np.ndarray, "num_classes num_classes"]:
     """``counts[a, b]``: how often token ``b`` follows token ``a`` in the rows of ``tokens``.
 
     ``tokens`` are integer ids in ``[0, num_classes)``, shape ``(n, T)``; ``counts`` has shape

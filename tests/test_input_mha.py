@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from attnbook import masking
-from attnbook.mha import MultiHeadAttention
+from attnbook.mha import MultiHeadAttention, parameter_count
 
 
 def make_layer(seed=0, **kwargs):
@@ -83,6 +83,11 @@ def test_key_length_must_match_key_bias_positions():
     layer = make_layer(key_bias_positions=5)
     with pytest.raises(ValueError, match=r"key length must equal key_bias_positions=5.*\(6, 7\)"):
         layer(x5, tokens(1, t=6), tokens(1, t=6))
+
+
+def test_parameter_count_of_something_else():
+    with pytest.raises(TypeError, match="layer must be a MultiHeadAttention, got dict"):
+        parameter_count({"w": jnp.ones(3)})
 
 
 def test_empty_sequences():

@@ -63,6 +63,18 @@ def test_bad_arguments(kwargs, kind, match):
         sampling.sample(**args)
 
 
+@pytest.mark.parametrize("bad", [jnp.array([jnp.nan, 0.0, 0.0]), jnp.full(3, -jnp.inf)])
+def test_unusable_logits_stop_sampling(bad):
+    """NaN logits or no possible token: categorical would silently draw token 0."""
+    def model(tokens, valid):  # fine at first, broken once the sequence has 3 tokens
+        return jnp.where(jnp.sum(valid) >= 3, bad, jnp.zeros(3))
+
+    with pytest.raises(RUNTIME_ERRORS, match="logits_fn's output must be logits without NaN"):
+        jax.block_until_ready(sampling.sample(model, np.zeros((2, 1), int), steps=4, window=4, key=KEY))
+    possible = lambda tokens, valid: jnp.array([-jnp.inf, 0.0, -jnp.inf])  # -inf: an impossible token, fine
+    np.testing.assert_array_equal(sampling.sample(possible, np.zeros((2, 1), int), steps=3, window=2, key=KEY)[:, 1:], 1)
+
+
 def test_edge_cases():
     assert sampling.sample(uniform_logits, np.zeros((0, 2), int), steps=3, window=2, key=KEY).shape == (0, 5)
     tokens = sampling.sample(uniform_logits, [[0, 1]], steps=3, window=2, key=KEY)  # nested lists are arrays

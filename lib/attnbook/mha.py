@@ -226,4 +226,6 @@ class MultiHeadAttention(eqx.Module):
 
 def parameter_count(layer: MultiHeadAttention) -> int:
     """Number of trainable numbers in ``layer`` (751 for d_model 7, 3 heads, key_dim 8)."""
+    if not isinstance(layer, MultiHeadAttention):  # any other pytree would be counted without a word
+        raise TypeError(f"layer must be a MultiHeadAttention, got {type(layer).__name__}")
     return sum(a.size for a in jax.tree.leaves(eqx.filter(layer, eqx.is_inexact_array)))

@@ -33,7 +33,8 @@ def sample(
 
     Args:
         logits_fn: maps the last ``window`` tokens ``(window,)`` and a boolean ``valid`` of the same
-            shape (False for left padding before the sequence starts) to next-token logits ``(classes,)``.
+            shape (False for left padding before the sequence starts) to next-token logits ``(classes,)``
+            (``-inf`` for impossible tokens; NaN, or no possible token, stops sampling with an error).
         prompt: integer tokens of shape ``(n, t0)`` with ``t0 >= 1``, each in ``[0, classes)``
             (a float prompt is a ``TypeError``, not truncated; ids out of range are a ``ValueError``,
             also under ``jax.jit``).
@@ -72,6 +73,10 @@ def sample(
         recent = jax.lax.dynamic_slice_in_dim(buffer, length, window, axis=1)  # tokens length-window .. length-1
         valid = jax.lax.dynamic_slice_in_dim(slots, length, window) >= window
         logits = jax.vmap(logits_fn, in_axes=(0, None))(recent, valid)
+        # jax.random.categorical reads a NaN row, or a row of -inf, as token 0: stop instead.
+        unusable = jnp.isnan(logits) | jnp.all(logits == -jnp.inf, axis=-1, keepdims=True)
+        logits = _checks.values("logits_fn's output", logits, unusable,
+                                "logits without NaN and with at least one token not -inf")
         drawn = jax.random.categorical(key, logits, axis=-1).astype(jnp.int32)
         return jax.lax.dynamic_update_slice_in_dim(buffer, drawn[:, None], window + length, axis=1), None
 

@@ -199,8 +199,9 @@ def _banded(k, v, bias, offsets: Sequence[int], causal: bool):
     formed from the ``len(offsets)`` shifted copies of ``K`` and ``V`` that the filter would combine.
     Time ``O(T len(offsets) H G)``, memory ``O(T (len(offsets) H + H G))``.
 
-    Non-finite input (NaN, ``+inf`` keys or biases, infinite values) gives NaN in exactly the outputs
-    that see it; ``-inf`` keys and biases are weights of 0.
+    Returns ``(averages, poisoned)``, both ``(T, H, G)``: the averages computed with non-finite input
+    (NaN, ``+inf`` keys or biases, infinite values) replaced by 0, and where that input is seen, for
+    :func:`_gate` to put NaN there *after* every product (``-inf`` keys and biases are weights of 0).
     """
     length = k.shape[0]
     lowest = jnp.finfo(k.dtype).min
@@ -244,7 +245,7 @@ def _banded(k, v, bias, offsets: Sequence[int], causal: bool):
         num = num + scale * part_num
         den = den + scale * part_den
     # den >= 1 (the largest term of every row is exp(0)) unless every weight of the row is 0.
-    return jnp.where(poisoned, jnp.asarray(jnp.nan, num.dtype), _divide(num, den))
+    return _divide(num, den), poisoned
 
 
 def _full(q, k, v, rows, row_bias, causal: bool, remat: bool = False):
@@ -365,8 +366,8 @@ def _aft_local(q, k, v, w, window, causal):
     offsets = list(range(-reach, 1 if causal else reach + 1))
     columns = np.clip(np.arange(length)[:, None] + np.asarray(offsets)[None, :], 0, length - 1)
     band = jnp.take_along_axis(w, jnp.asarray(columns), axis=1)  # (T, n): w[t, t + o], clipped where absent
-    averaged = _banded(k[:, :, None], v[:, :, None], band[:, :, None], offsets, causal)
-    return _gate(q, averaged[..., 0], False)
+    averaged, poisoned = _banded(k[:, :, None], v[:, :, None], band[:, :, None], offsets, causal)
+    return _gate(q, averaged[..., 0], poisoned[..., 0])
 
 
 @_checks.shaped
@@ -453,8 +454,8 @@ def _aft_conv(q, k, v, kernel, causal):
     else:  # kernel[:, j] is the offset t' - t = j - s // 2
         offsets = list(range(-(size // 2), size // 2 + 1))
         bias = kernel.T
-    averaged = _banded(k[:, :, None], v.reshape(length, heads, d // heads), bias[None], offsets, causal)
-    return _gate(q, averaged.reshape(length, d), False)
+    averaged, poisoned = _banded(k[:, :, None], v.reshape(length, heads, d // heads), bias[None], offsets, causal)
+    return _gate(q, averaged.reshape(length, d), poisoned.reshape(length, d))
 
 
 @_checks.shaped

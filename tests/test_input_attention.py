@@ -267,3 +267,13 @@ def test_low_precision_does_not_overflow(dtype):
     big = jnp.asarray([[11.0, 0.0, -70000.0]], dtype=jnp.float32).astype(dtype)  # exp(11.1) overflows float16
     weights = np.asarray(masked_softmax(big, jnp.asarray([[True, True, False]])), dtype=np.float32)
     np.testing.assert_allclose(weights, [[1 / (1 + np.exp(-11.0)), 1 / (1 + np.exp(11.0)), 0.0]], atol=2e-3)
+
+
+def test_lists_are_arrays():
+    # The annotations accept nested lists (as NumPy would read them); the functions compute with them.
+    q, k, v, mask = [[1.0, 0.0]], [[1.0, 0.0], [0.0, 1.0]], [[1.0], [2.0]], [[True, False]]
+    out, weights = scaled_dot_product_attention(q, k, v, mask=mask)
+    assert float(out[0, 0]) == 1.0 and weights.tolist() == [[1.0, 0.0]]
+    assert chunked_attention(q, k, v, mask=mask, query_chunk=1, key_chunk=1).tolist() == [[1.0]]
+    assert masked_softmax([[0.0, 1.0]], [[True, False]]).tolist() == [[1.0, 0.0]]
+    assert SelfAttention(2, 2, 1, key=jax.random.key(0))([[1.0, 0.0], [0.0, 1.0]], [[True, False], [True, True]])[0].shape == (2, 1)

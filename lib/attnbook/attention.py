@@ -133,9 +133,10 @@ def attention_scores(q: Float[Array, "Tq d"], k: Float[Array, "Tk d"]) -> Float[
     queries are scaled before the product, and float16/bfloat16 are multiplied in float32, so a
     score overflows only if it does not fit the input dtype itself.
     """
+    q, k = jnp.asarray(q), jnp.asarray(k)  # lists pass the annotations' checks too
     dtype = jnp.result_type(q, k)
     compute = _compute_dtype(dtype)
-    q, k = jnp.asarray(q, compute), jnp.asarray(k, compute)
+    q, k = q.astype(compute), k.astype(compute)
     return (_scaled(q) @ k.T).astype(dtype)
 
 
@@ -160,13 +161,14 @@ def masked_softmax(
         weights (not NaN, not uniform), and its gradient is zero and finite; an empty last axis
         gives an empty result. float16/bfloat16 are computed in float32 and cast back.
     """
+    scores, mask, bias = (None if a is None else jnp.asarray(a) for a in (scores, mask, bias))
     dtype = jnp.result_type(scores) if bias is None else jnp.result_type(scores, bias)
     if scores.shape[-1] == 0:
         return jnp.zeros(scores.shape, dtype)
     compute = _compute_dtype(dtype)
-    scores = jnp.asarray(scores, compute)
+    scores = scores.astype(compute)
     if bias is not None:
-        scores = scores + jnp.asarray(bias, compute)
+        scores = scores + bias.astype(compute)
     return _softmax(scores, _allowed(mask, bias)).astype(dtype)
 
 
@@ -198,13 +200,14 @@ def scaled_dot_product_attention(
     Hidden keys and values may hold anything, NaN and inf included: they change no output and
     no gradient. ``Tq = 0`` gives empty results, ``Tk = 0`` zero rows.
     """
+    q, k, v, mask, bias = (None if a is None else jnp.asarray(a) for a in (q, k, v, mask, bias))
     dtype = jnp.result_type(*(a for a in (q, k, v, bias) if a is not None))
     compute = _compute_dtype(dtype)
     (tq, _), (tk, dv) = q.shape, v.shape
     if tk == 0:
         return jnp.zeros((tq, dv), dtype), jnp.zeros((tq, 0), dtype)
-    q, k, v = (jnp.asarray(a, compute) for a in (q, k, v))
-    bias = None if bias is None else jnp.asarray(bias, compute)
+    q, k, v = (a.astype(compute) for a in (q, k, v))
+    bias = None if bias is None else bias.astype(compute)
     allowed = _allowed(mask, bias)
     if allowed is not None:
         # Padding: what nobody may see becomes 0 before any product, so neither the output nor
@@ -259,6 +262,7 @@ class SelfAttention(eqx.Module):
         Rows of ``x`` that are neither a query that sees something nor a key that some query
         sees (padding) may hold anything: they are replaced by 0 before the projections.
         """
+        x, mask = jnp.asarray(x), None if mask is None else jnp.asarray(mask)
         if x.shape[1] != self.w_q.shape[0]:
             raise ValueError(f"x must have d_in={self.w_q.shape[0]} features, got shape {tuple(x.shape)}")
         if self.causal:
@@ -361,12 +365,13 @@ def chunked_attention(
     key_chunk = _checks.positive_int("key_chunk", key_chunk)
     if not isinstance(causal, bool):
         raise TypeError(f"causal must be True or False, got {causal!r}")
+    q, k, v, mask = (None if a is None else jnp.asarray(a) for a in (q, k, v, mask))
     dtype = jnp.result_type(q, k, v)
     (tq, _), (tk, dv) = q.shape, v.shape
     if tq == 0 or tk == 0:
         return jnp.zeros((tq, dv), dtype)
     compute = _compute_dtype(dtype)
-    q, k, v = (jnp.asarray(a, compute) for a in (q, k, v))
+    q, k, v = (a.astype(compute) for a in (q, k, v))
     out = _chunked_attention(q, k, v, mask, query_chunk=min(query_chunk, tq), key_chunk=min(key_chunk, tk),
                              causal=causal)
     return out.astype(dtype)

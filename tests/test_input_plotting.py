@@ -51,6 +51,7 @@ def test_weather_labels_valid():
         ({"matrix": np.eye(2), "ax": "left"}, TypeError, r"ax must be a matplotlib Axes.*got str"),
         ({"matrix": np.eye(3), "row_labels": ["a", "b"]}, ValueError, "row_labels must have 3 entries, got 2"),
         ({"matrix": np.eye(3), "col_labels": ["a"]}, ValueError, "col_labels must have 3 entries, got 1"),
+        ({"matrix": np.eye(2), "annotate": True, "fmt": "%.2f"}, ValueError, "fmt must be a format specification.*'%.2f'"),
     ],
 )
 def test_heatmap_bad_arguments(kwargs, kind, match):

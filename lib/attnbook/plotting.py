@@ -123,6 +123,10 @@ def heatmap(
             set_ticks(range(count))
             set_labels(labels)
     if annotate:
+        try:
+            format(0.5, fmt)
+        except (TypeError, ValueError):
+            raise ValueError(f"fmt must be a format specification for numbers such as '.2f', got {fmt!r}") from None
         middle = (np.nanmax(matrix) + np.nanmin(matrix)) / 2
         for (i, j), value in np.ndenumerate(matrix):
             colour = "black" if value > middle else "white"

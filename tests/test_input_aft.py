@@ -282,7 +282,8 @@ def test_layer_inputs(name):
     with pytest.raises(TypeError, match="^x must be a floating-point array, got dtype int32"):
         layer(x.astype(jnp.int32))
     if name in ("aft-full", "aft-local"):
-        with pytest.raises(ValueError, match=r"^x must have at most max_len=6 positions \(first axis\), got shape \(7, 8\)"):
+        too_long = r"^x must have at most max_len=6 positions \(first axis\), got shape \(7, 8\)"
+        with pytest.raises(ValueError, match=too_long):
             layer(arrays(1, (7, 8))[0])
         with pytest.raises(ValueError, match="^length must be at most max_len=6, got 7"):
             layer.bias(7)

@@ -120,7 +120,8 @@ def test_conv_against_equation_6(length, heads, width, half, causal, seed):
     size = 2 * half + 1 if not causal else half + 1
     q, k, v, kernel = draw_arrays(seed, (length, heads * width), (length, heads), (length, heads * width),
                                   (heads, size))
-    np.testing.assert_allclose(aft.aft_conv(q, k, v, kernel, causal), eq6(q, k, v, kernel, causal), atol=1e-4, rtol=1e-4)
+    np.testing.assert_allclose(aft.aft_conv(q, k, v, kernel, causal), eq6(q, k, v, kernel, causal),
+                               atol=1e-4, rtol=1e-4)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -71,7 +71,8 @@ def _features(name: str, x, expected: int, axis: str) -> None:
 def _rows(name: str, x, max_len: int) -> None:
     """Raise unless ``x`` has at most ``max_len`` positions (its first axis): the layer's learned positions."""
     if x.shape[0] > max_len:
-        raise ValueError(f"{name} must have at most max_len={max_len} positions (first axis), got shape {tuple(x.shape)}")
+        raise ValueError(f"{name} must have at most max_len={max_len} positions (first axis), "
+                         f"got shape {tuple(x.shape)}")
 
 
 def _same_dtype(*arrays):
@@ -432,7 +433,8 @@ def aft_conv(q: Float[Array, "T d"], k: Float[Array, "T heads"], v: Float[Array,
     heads, size = kernel.shape
     d = q.shape[1]
     if heads == 0 or size == 0:
-        raise ValueError(f"kernel must have at least one head and one offset, shape (heads, s), got {tuple(kernel.shape)}")
+        raise ValueError(f"kernel must have at least one head and one offset, shape (heads, s), "
+                         f"got {tuple(kernel.shape)}")
     if d % heads:
         raise ValueError(f"d must be divisible by heads: q has d={d} channels, kernel has heads={heads}")
     causal = _flag("causal", causal)
@@ -531,6 +533,14 @@ class AFTFull(eqx.Module):
     The bias is factorised as in the paper, ``w = u v^T`` with ``u, v`` of shape
     ``(max_len, bias_dim)`` initialised from N(0, 0.01): ``2 max_len bias_dim`` parameters instead
     of ``max_len^2``. Sequences up to ``max_len`` use the top-left corner of ``w``.
+
+    Memory. Up to ``ROW_BLOCK`` (64) positions the layer forms ``w`` (at most ``64 x 64``) and calls
+    :func:`aft_full`'s computation. Beyond, no ``T x T`` array is formed, forward or backward: each block
+    of ``ROW_BLOCK`` rows computes its rows ``u[rows] v^T`` and its ``ROW_BLOCK x T x d`` exponents, and
+    the backward pass recomputes them block by block (``jax.checkpoint``) instead of storing them. So
+    the layer's temporary memory is ``O(ROW_BLOCK T d)`` in both passes (linear in ``T``), and its time
+    ``O(T^2 d)`` (the backward pass about twice the forward). The function :func:`aft_full`, given ``w``
+    itself, is ``O(T^2)`` in memory through its input and, in the backward pass, ``O(T^2 d)``.
     """
 
     query: Dense
@@ -752,7 +762,8 @@ class MixerChoice(eqx.Module):
 
     def __init__(self, kinds: Sequence[str], d_model: int, max_len: int, *, key: jax.Array, **options):
         if isinstance(kinds, str) or not isinstance(kinds, Sequence):
-            raise TypeError(f"kinds must be a sequence of names such as ('attention', 'aft-full'), got {_checks._describe(kinds)}")
+            raise TypeError("kinds must be a sequence of names such as ('attention', 'aft-full'), "
+                            f"got {_checks._describe(kinds)}")
         if not kinds:
             raise ValueError("kinds must name at least one mixer, got an empty sequence")
         self.kinds = tuple(kinds)

@@ -132,9 +132,11 @@ def write(out: pathlib.Path, rows: list[dict], start: float, load_before: float)
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
+    loads = [r["load_average"] for r in rows if r.get("load_average") is not None]
     meta = dict(machine=machine(), date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                duration_seconds=round(time.time() - start, 1),
+                duration_seconds=round(time.time() - start, 1),  # of this process (merging only: about 0)
                 load_average_1min=dict(before=round(load_before, 2), after=round(os.getloadavg()[0], 2)),
+                load_average_1min_after_each_run=dict(min=min(loads, default=None), max=max(loads, default=None)),
                 seconds_of_all_runs=round(sum(r["seconds"] for r in rows), 1),
                 settings=SETTINGS, rows={name: dict(options=o, learning_rate=lr, warmup=w)
                                          for name, (o, lr, w) in ROWS.items()})

@@ -165,3 +165,21 @@ def test_bad_arguments():
         tf.greedy_decode_cached(model, tokens(0, 4), 3, 11)
     with pytest.raises(ValueError, match="cached decoding supports"):
         tf.greedy_decode_cached(make(0, mixer="aft-conv"), tokens(0, 4), 3, 10)
+
+
+def test_reversal_data():
+    rng = np.random.default_rng(0)
+    train = tf.reversal_data(500, 3, rng)
+    test = tf.reversal_data(200, 3, rng, exclude=train[0])
+    sources, targets_in, targets = test
+    assert sources.shape == targets_in.shape == targets.shape == (200, 3) and sources.dtype == np.int32
+    np.testing.assert_array_equal(targets, sources[:, ::-1])
+    np.testing.assert_array_equal(targets_in[:, 0], tf.START)
+    np.testing.assert_array_equal(targets_in[:, 1:], targets[:, :-1])
+    seen = {row.tobytes() for row in train[0]}
+    assert not any(row.tobytes() in seen for row in sources)  # held out: 700 distinct strings of the 1000
+    assert len({row.tobytes() for row in sources}) == 200
+    with pytest.raises(TypeError, match="rng must be a NumPy random Generator"):
+        tf.reversal_data(5, 3, 0)
+    with pytest.raises(ValueError, match="sources and targets must have the same N"):
+        tf.exact_match(make(0), sources[:5], targets[:4])

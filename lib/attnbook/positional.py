@@ -3,10 +3,16 @@
 The sinusoidal encoding of Vaswani et al. (2017), the rotation that relates ``PE[p + k]`` to
 ``PE[p]``, rotary position embeddings (RoPE, Su et al. 2021) and the linear attention biases
 of ALiBi (Press et al. 2022). Rows are positions (tokens), columns are features.
+
+Chapter 8 adds learned absolute position embeddings (:class:`LearnedPositions`, clamped beyond the
+trained length), T5's relative position buckets and a learned relative bias (Raffel et al. 2020), and
+ALiBi's causal bias ``slope * (j - i)``.
 """
 
 from __future__ import annotations
 
+import equinox as eqx
+import jax  # noqa: F401  (annotations)
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
@@ -114,4 +120,124 @@ def alibi_bias(length: int, num_heads: int) -> Float[Array, "num_heads length le
     pos = np.arange(length)
     distance = np.abs(pos[:, None] - pos[None, :])
     bias = 0.0 - alibi_slopes(num_heads)[:, None, None] * distance[None]  # 0.0 - x: no "-0." on the diagonal
+    return jnp.asarray(bias, dtype=jnp.float32)
+
+
+# ---------------------------------------------------------------------------------------------
+# Chapter 8: learned absolute positions and a learned relative bias
+
+
+def relative_position_bucket(
+    relative_position, *, bidirectional: bool = True, num_buckets: int = 32, max_distance: int = 128
+) -> np.ndarray:
+    """T5's bucket of each relative position ``j - i`` (key minus query), as in the T5 code.
+
+    Follows ``_relative_position_bucket`` of Mesh TensorFlow (Raffel et al. 2020): with ``n = i - j``,
+    half of the buckets hold the offsets ``0 .. max_exact - 1`` exactly (``max_exact = num_buckets // 2``,
+    after halving ``num_buckets`` when ``bidirectional``), the other half cover ``max_exact`` to
+    ``max_distance`` in logarithmically growing ranges, and every offset at or beyond ``max_distance``
+    shares the last bucket. When ``bidirectional`` is False, keys after the query (``j > i``) fall into
+    bucket 0. Returns integer buckets in ``0 .. num_buckets - 1``, the shape of ``relative_position``.
+    """
+    rel = np.asarray(relative_position)
+    if not np.issubdtype(rel.dtype, np.integer):
+        raise TypeError(f"relative_position must hold integers, got dtype {rel.dtype}")
+    num_buckets = _checks.positive_int("num_buckets", num_buckets)
+    max_distance = _checks.positive_int("max_distance", max_distance)
+    n = -rel.astype(np.int64)
+    ret = np.zeros(rel.shape, dtype=np.int64)
+    if bidirectional:
+        num_buckets //= 2
+        ret += (n < 0) * num_buckets
+        n = np.abs(n)
+    else:
+        n = np.maximum(n, 0)
+    max_exact = num_buckets // 2
+    if max_exact < 1 or max_distance <= max_exact:
+        raise ValueError(f"need num_buckets >= {4 if bidirectional else 2} and max_distance > num_buckets "
+                         f"// {4 if bidirectional else 2}, got num_buckets={num_buckets * (1 + bidirectional)}, "
+                         f"max_distance={max_distance}")
+    with np.errstate(divide="ignore"):
+        large = max_exact + (
+            np.log(np.maximum(n, 1) / max_exact) / np.log(max_distance / max_exact) * (num_buckets - max_exact)
+        ).astype(np.int64)
+    large = np.minimum(large, num_buckets - 1)
+    return ret + np.where(n < max_exact, n, large)
+
+
+class LearnedPositions(eqx.Module):
+    """Learned absolute position embeddings: one trained vector per position ``0 .. max_len - 1``.
+
+    ``positions(T)`` returns the rows for positions ``0 .. T-1``, shape ``(T, d_model)``. The table has no
+    row for a position at or beyond ``max_len``: such positions get the row of ``max_len - 1`` (clamped),
+    said plainly because it is a choice (repeating the table is another).
+    """
+
+    table: jax.Array
+
+    def __init__(self, max_len: int, d_model: int, *, scale: float = 0.02, key: jax.Array):
+        max_len = _checks.positive_int("max_len", max_len)
+        d_model = _checks.positive_int("d_model", d_model)
+        key = _checks.prng_key("key", key)
+        from .aft import _random  # NumPy-drawn for a concrete key: no random kernel compiled per shape
+
+        self.table = _random(key, (max_len, d_model), scale, normal=True)
+
+    @property
+    def max_len(self) -> int:
+        return self.table.shape[0]
+
+    def __call__(self, length: int) -> Float[Array, "length d_model"]:
+        length = _checks.nonnegative_int("length", length)
+        return self.table[np.minimum(np.arange(length), self.max_len - 1)]
+
+
+class RelativePositionBias(eqx.Module):
+    """A learned relative position bias, T5-style: one scalar per head and bucket of ``j - i``.
+
+    ``bias(T)`` returns ``(heads, T, T)`` with ``bias[h, i, j] = table[bucket(j - i), h]``, added to the
+    attention scores (Raffel et al. 2020). Causal (``bidirectional=False``) by default: every key in the
+    future of the query shares bucket 0, which the causal mask hides anyway. Offsets at or beyond
+    ``max_distance`` share the last bucket, so the bias is defined for any length.
+    """
+
+    table: jax.Array
+    bidirectional: bool = eqx.field(static=True)
+    max_distance: int = eqx.field(static=True)
+
+    def __init__(self, num_heads: int, *, num_buckets: int = 32, max_distance: int = 128,
+                 bidirectional: bool = False, key: jax.Array):
+        num_heads = _checks.positive_int("num_heads", num_heads)
+        num_buckets = _checks.positive_int("num_buckets", num_buckets)
+        self.max_distance = _checks.positive_int("max_distance", max_distance)
+        self.bidirectional = bool(bidirectional)
+        relative_position_bucket(np.zeros(1, dtype=int), bidirectional=self.bidirectional,
+                                 num_buckets=num_buckets, max_distance=self.max_distance)  # checks the sizes
+        key = _checks.prng_key("key", key)
+        from .aft import _random
+
+        self.table = _random(key, (num_buckets, num_heads), 0.02, normal=True)
+
+    def buckets(self, length: int) -> np.ndarray:
+        """The ``(T, T)`` bucket of ``j - i`` for query ``i`` and key ``j``."""
+        length = _checks.nonnegative_int("length", length)
+        pos = np.arange(length)
+        return relative_position_bucket(pos[None, :] - pos[:, None], bidirectional=self.bidirectional,
+                                        num_buckets=self.table.shape[0], max_distance=self.max_distance)
+
+    def __call__(self, length: int) -> Float[Array, "heads length length"]:
+        return jnp.transpose(self.table[self.buckets(length)], (2, 0, 1))
+
+
+def alibi_causal_bias(length: int, num_heads: int) -> Float[Array, "num_heads length length"]:
+    """ALiBi's bias as the paper writes it for a causal model: ``slope_h * (j - i)`` for ``j <= i``.
+
+    Keys in the future of the query (``j > i``) get ``-inf``, which masks them (chapter 3): the result is
+    the causal mask and the ALiBi bias in one additive term, shape ``(heads, T, T)``.
+    """
+    length = _checks.nonnegative_int("length", length)
+    pos = np.arange(length)
+    offset = (pos[None, :] - pos[:, None]).astype(np.float64)  # j - i
+    bias = alibi_slopes(num_heads)[:, None, None] * offset[None]
+    bias = np.where(offset[None] <= 0, bias + 0.0, -np.inf)
     return jnp.asarray(bias, dtype=jnp.float32)

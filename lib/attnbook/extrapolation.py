@@ -1,0 +1,314 @@
+"""Chapter 8: positions, measured. One small causal Transformer, six ways of telling it where tokens are.
+
+The task is next-token prediction on a Markov chain of order ``k`` over ``V`` symbols (a random transition
+table): the best possible loss at each position is the entropy of the true next-token distribution,
+which :func:`markov_data` returns beside the tokens (the floor of every figure). The next token depends
+on the last ``k`` tokens only, so a model must find them, wherever it is in the sequence: the task rewards
+knowing relative positions, and the same rule holds at every length.
+
+The model (:class:`PositionModel`) embeds tokens, runs ``depth`` pre-LN blocks of causal multi-head
+self-attention and a feed-forward layer (chapter 7's), and reads out logits. ``encoding`` is one of
+:data:`ENCODINGS`:
+
+- ``"nope"``: no positional information at all; only the causal mask breaks the symmetry
+  (Kazemnejad et al. 2023).
+- ``"sinusoidal"``: chapter 1's encoding added to the embeddings (Vaswani et al. 2017).
+- ``"learned"``: a learned vector per position added to the embeddings, trained for positions
+  ``0 .. train_length - 1``; later positions reuse the last row (:class:`~attnbook.positional.LearnedPositions`).
+- ``"rope"``: queries and keys of each head rotated by their position (Su et al. 2021).
+- ``"alibi"``: ``slope_h * (j - i)`` added to the scores of head ``h`` (Press et al. 2022).
+- ``"t5"``: a learned scalar per head and bucket of ``j - i`` added to the scores (Raffel et al. 2020).
+
+:func:`train` trains one encoding for several seeds at once (``vmap`` over seeds, ``lax.scan`` over steps,
+one jitted program); :func:`loss_per_position` evaluates a trained model at any length.
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from jaxtyping import Array, Float, Int
+
+from . import _checks, masking, positional
+from .aft import Dense, _keys, _random
+from .attention import masked_softmax
+from .transformer import FeedForward
+
+ENCODINGS = ("nope", "sinusoidal", "learned", "rope", "alibi", "t5")
+"""The six position encodings of chapter 8, in the order of its tables."""
+
+
+# ---------------------------------------------------------------------------------------------
+# The task: a Markov chain of order k, with its per-position optimum
+
+
+def markov_table(vocab_size: int, order: int, *, concentration: float = 0.2,
+                 rng: np.random.Generator) -> Float[np.ndarray, "contexts vocab"]:
+    """A random transition table: row ``c`` is the next-token distribution after context ``c``.
+
+    Contexts are the last ``order`` tokens, read as a base-``vocab_size`` number (oldest digit first), so
+    the table has ``vocab_size ** order`` rows. Rows are Dirichlet(``concentration``) draws: small
+    concentrations make the next token nearly determined by its context.
+    """
+    vocab_size = _checks.positive_int("vocab_size", vocab_size)
+    order = _checks.positive_int("order", order)
+    concentration = _checks.positive_float("concentration", concentration)
+    rng = _checks.numpy_rng("rng", rng)
+    return rng.dirichlet(np.full(vocab_size, concentration), size=vocab_size ** order)
+
+
+def markov_data(table: np.ndarray, order: int, num: int, length: int, *, rng: np.random.Generator
+                ) -> tuple[Int[np.ndarray, "num length"], Int[np.ndarray, "num length"], Float[np.ndarray, "num length"]]:
+    """``num`` sequences from the chain: inputs, next-token targets and the optimal loss of each target.
+
+    The first ``order`` tokens are uniform; every later token is drawn from ``table[context]``. Returns
+    ``(inputs (num, length), targets (num, length), floor (num, length))`` with ``targets[:, t]`` the token
+    after ``inputs[:, t]``. ``floor[n, t]`` is the entropy (in nats) of the distribution ``targets[n, t]``
+    was drawn from: ``log V`` while the context is incomplete, the entropy of the table's row after.
+    Its mean is the lowest expected cross-entropy any model can reach on these targets.
+    """
+    table = np.asarray(table, dtype=np.float64)
+    order = _checks.positive_int("order", order)
+    num = _checks.positive_int("num", num)
+    length = _checks.positive_int("length", length)
+    rng = _checks.numpy_rng("rng", rng)
+    contexts, vocab = table.shape
+    if contexts != vocab ** order:
+        raise ValueError(f"table must have vocab ** order = {vocab ** order} rows for order={order}, "
+                         f"got shape {table.shape}")
+    seq = np.empty((num, length + 1), dtype=np.int64)
+    floor = np.empty((num, length + 1))
+    seq[:, :order] = rng.integers(0, vocab, size=(num, min(order, length + 1)))
+    floor[:, :order] = np.log(vocab)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        entropy = -np.sum(np.where(table > 0, table * np.log(table), 0.0), axis=1)  # (contexts,)
+    cumulative = np.cumsum(table, axis=1)
+    for t in range(order, length + 1):
+        context = np.zeros(num, dtype=np.int64)
+        for back in range(order, 0, -1):
+            context = context * vocab + seq[:, t - back]
+        u = rng.random(num)[:, None]
+        seq[:, t] = np.minimum(np.sum(cumulative[context] < u, axis=1), vocab - 1)
+        floor[:, t] = entropy[context]
+    return seq[:, :-1].astype(np.int32), seq[:, 1:].astype(np.int32), floor[:, 1:]
+
+
+# ---------------------------------------------------------------------------------------------
+# The model
+
+
+class CausalSelfAttention(eqx.Module):
+    """Causal multi-head self-attention with RoPE on queries and keys, or an additive bias, or neither."""
+
+    qkv: Dense
+    out: Dense
+    heads: int = eqx.field(static=True)
+    rope: bool = eqx.field(static=True)
+
+    def __init__(self, d_model: int, heads: int, *, rope: bool = False, key: jax.Array):
+        d_model = _checks.positive_int("d_model", d_model)
+        heads = _checks.positive_int("heads", heads)
+        if d_model % heads or (rope and (d_model // heads) % 2):
+            raise ValueError(f"d_model must split into heads of equal (for RoPE, even) size, "
+                             f"got d_model={d_model}, heads={heads}")
+        k1, k2 = _keys(key, 2)
+        self.qkv, self.out = Dense(d_model, 3 * d_model, key=k1), Dense(d_model, d_model, key=k2)
+        self.heads, self.rope = heads, bool(rope)
+
+    def __call__(self, x: Float[Array, "T d_model"], bias: Float[Array, "heads T T"] | None = None):
+        """``x (T, d_model) -> (T, d_model)``; ``bias`` is added to the scores of each head."""
+        length, d_model = x.shape
+        dk = d_model // self.heads
+        q, k, v = jnp.split(self.qkv(x).reshape(length, 3, self.heads, dk), 3, axis=1)
+        q, k, v = (jnp.transpose(a[:, 0], (1, 0, 2)) for a in (q, k, v))  # (heads, T, dk)
+        if self.rope:
+            q, k = jax.vmap(positional.rope)(q), jax.vmap(positional.rope)(k)
+        scores = q @ jnp.swapaxes(k, -1, -2) / jnp.sqrt(jnp.asarray(dk, x.dtype))
+        mask = jnp.broadcast_to(masking.causal_mask(length), scores.shape)
+        weights = masked_softmax(scores, mask, None if bias is None else jnp.broadcast_to(bias, scores.shape))
+        context = jnp.transpose(weights @ v, (1, 0, 2)).reshape(length, d_model)
+        return self.out(context)
+
+
+class PositionModel(eqx.Module):
+    """A small causal Transformer language model whose only difference between variants is ``encoding``.
+
+    Args:
+        encoding: one of :data:`ENCODINGS`.
+        vocab_size, d_model, depth, heads: sizes (``depth`` pre-LN blocks, feed-forward width ``4 d_model``).
+        train_length: the length it is trained at; the learned absolute table has this many rows.
+        key: PRNG key for the initial weights.
+
+    ``model(tokens (T,))`` returns next-token logits ``(T, vocab_size)`` for any ``T``.
+    """
+
+    embedding: jax.Array
+    positions: positional.LearnedPositions | None
+    relative: positional.RelativePositionBias | None
+    attentions: tuple
+    feed_forwards: tuple
+    norms: tuple
+    final_norm: eqx.nn.LayerNorm
+    head: Dense
+    encoding: str = eqx.field(static=True)
+
+    def __init__(self, encoding: str, *, vocab_size: int, d_model: int = 32, depth: int = 2, heads: int = 4,
+                 train_length: int = 32, key: jax.Array):
+        if encoding not in ENCODINGS:
+            raise ValueError(f"encoding must be one of {ENCODINGS}, got {encoding!r}")
+        vocab_size = _checks.positive_int("vocab_size", vocab_size)
+        d_model = _checks.positive_int("d_model", d_model)
+        depth = _checks.positive_int("depth", depth)
+        key = _checks.prng_key("key", key)
+        keys = _keys(key, 2 * depth + 4)
+        self.encoding = encoding
+        self.embedding = _random(keys[0], (vocab_size, d_model), 1.0, normal=True)
+        self.positions = (positional.LearnedPositions(train_length, d_model, scale=1.0, key=keys[1])
+                          if encoding == "learned" else None)
+        self.relative = positional.RelativePositionBias(heads, key=keys[2]) if encoding == "t5" else None
+        self.attentions = tuple(CausalSelfAttention(d_model, heads, rope=encoding == "rope", key=k)
+                                for k in keys[4:4 + depth])
+        self.feed_forwards = tuple(FeedForward(d_model, 4 * d_model, key=k) for k in keys[4 + depth:])
+        self.norms = tuple(eqx.nn.LayerNorm(d_model) for _ in range(2 * depth))
+        self.final_norm = eqx.nn.LayerNorm(d_model)
+        self.head = Dense(d_model, vocab_size, key=keys[3])
+
+    @property
+    def heads(self) -> int:
+        return self.attentions[0].heads
+
+    def bias(self, length: int) -> Float[Array, "heads T T"] | None:
+        """The additive score bias at ``length`` (ALiBi or T5), ``None`` for the other encodings."""
+        if self.encoding == "alibi":
+            return positional.alibi_causal_bias(length, self.heads)
+        if self.encoding == "t5":
+            return self.relative(length)
+        return None
+
+    def __call__(self, tokens: Int[Array, " T"]) -> Float[Array, "T vocab"]:
+        _checks.ndim("tokens", tokens, 1, "(T,)")
+        length, d_model = tokens.shape[0], self.embedding.shape[1]
+        x = self.embedding[tokens]
+        if self.encoding == "sinusoidal":
+            x = x + positional.sinusoidal_encoding(length, d_model) if length else x
+        elif self.encoding == "learned":
+            x = x + self.positions(length)
+        bias = self.bias(length)
+        norms = iter(self.norms)
+        for attention, feed_forward in zip(self.attentions, self.feed_forwards):
+            x = x + attention(jax.vmap(next(norms))(x), bias)
+            x = x + feed_forward(jax.vmap(next(norms))(x))
+        return self.head(jax.vmap(self.final_norm)(x))
+
+
+# ---------------------------------------------------------------------------------------------
+# Training and evaluation
+
+
+def _cross_entropy(model, inputs, targets):
+    """Per-position cross-entropy (nats) of ``model`` on ``inputs, targets (N, T)``: ``(N, T)``."""
+    logits = jax.vmap(model)(inputs)
+    return optax.softmax_cross_entropy_with_integer_labels(logits, targets)
+
+
+def loss_per_position(model: PositionModel, inputs: Int[Array, "N T"], targets: Int[Array, "N T"]
+                      ) -> Float[Array, " T"]:
+    """Mean cross-entropy (nats) at each position over the ``N`` sequences: shape ``(T,)``."""
+    return jnp.mean(_eval_loss(model, inputs, targets), axis=0)
+
+
+@eqx.filter_jit
+def _eval_loss(model, inputs, targets):
+    return _cross_entropy(model, inputs, targets)
+
+
+def train(encoding: str, seeds, inputs: Int[Array, "seeds steps batch T"], targets: Int[Array, "seeds steps batch T"],
+          *, vocab_size: int, learning_rate: float = 3e-3, **model_options) -> tuple[PositionModel, np.ndarray]:
+    """Train one model per seed, all at once: ``vmap`` over seeds, ``lax.scan`` over steps, Adam.
+
+    ``seeds`` are integers (``jax.random.key(seed)`` initialises each model); ``inputs`` and ``targets``
+    hold one minibatch per seed and step. Returns the trained models (every array with a leading seed axis;
+    take one with :func:`select`) and the training losses ``(seeds, steps)``.
+    """
+    seeds = [int(s) for s in seeds]
+    inputs, targets = jnp.asarray(inputs), jnp.asarray(targets)
+    if inputs.ndim != 4 or inputs.shape != targets.shape or inputs.shape[0] != len(seeds):
+        raise ValueError(f"inputs and targets must both have shape (seeds, steps, batch, T) with "
+                         f"seeds={len(seeds)}, got {tuple(inputs.shape)} and {tuple(targets.shape)}")
+    learning_rate = _checks.positive_float("learning_rate", learning_rate)
+    models = [PositionModel(encoding, vocab_size=vocab_size, train_length=inputs.shape[-1],
+                            key=jax.random.key(s), **model_options) for s in seeds]
+    params = jax.tree.map(lambda *a: jnp.stack(a), *[eqx.filter(m, eqx.is_array) for m in models])
+    static = eqx.filter(models[0], eqx.is_array, inverse=True)
+    optimizer = optax.adam(learning_rate)
+    params, losses = _train(params, static, optimizer, inputs, targets)
+    return eqx.combine(params, static), np.asarray(losses)
+
+
+@eqx.filter_jit
+def _train(params, static, optimizer, inputs, targets):
+    def one(params, inputs, targets):
+        def loss_of(p, x, y):
+            return jnp.mean(_cross_entropy(eqx.combine(p, static), x, y))
+
+        def step(carry, batch):
+            p, state = carry
+            loss, grads = jax.value_and_grad(loss_of)(p, *batch)
+            updates, state = optimizer.update(grads, state, p)
+            return (optax.apply_updates(p, updates), state), loss
+
+        (params, _), losses = jax.lax.scan(step, (params, optimizer.init(params)), (inputs, targets))
+        return params, losses
+
+    return jax.vmap(one)(params, inputs, targets)
+
+
+def select(models: PositionModel, index: int) -> PositionModel:
+    """Model ``index`` out of the stacked models :func:`train` returns."""
+    return jax.tree.map(lambda a: a[index] if eqx.is_array(a) else a, models)
+
+
+# ---------------------------------------------------------------------------------------------
+# Chapter 8's experiment, shared by the chapter and bench/positions_extrapolation.py
+
+SETTINGS = dict(vocab_size=8, order=2, concentration=0.2, train_length=32, steps=300, batch_size=32,
+                learning_rate=3e-3, d_model=32, depth=2, heads=4, eval_sequences=128, table_seed=0, eval_seed=1)
+"""The sizes of chapter 8's experiment (the bench script stores them beside its results)."""
+
+
+def experiment_table() -> np.ndarray:
+    """The transition table of chapter 8's chain (``SETTINGS``: order 2 over 8 symbols)."""
+    s = SETTINGS
+    return markov_table(s["vocab_size"], s["order"], concentration=s["concentration"],
+                        rng=np.random.default_rng(s["table_seed"]))
+
+
+def experiment_training_data(seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Seed ``seed``'s minibatches ``(steps, batch, L)`` of inputs and targets, from ``default_rng(1000 + seed)``."""
+    s = SETTINGS
+    seed = _checks.nonnegative_int("seed", seed)
+    x, y, _ = markov_data(experiment_table(), s["order"], s["steps"] * s["batch_size"], s["train_length"],
+                          rng=np.random.default_rng(1000 + seed))
+    shape = (s["steps"], s["batch_size"], s["train_length"])
+    return x.reshape(shape), y.reshape(shape)
+
+
+def experiment_eval_data(multiple: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Held-out sequences ``multiple`` times the training length: inputs, targets, optimal loss."""
+    s = SETTINGS
+    multiple = _checks.positive_int("multiple", multiple)
+    return markov_data(experiment_table(), s["order"], s["eval_sequences"], multiple * s["train_length"],
+                       rng=np.random.default_rng(s["eval_seed"] * 100 + multiple))
+
+
+def experiment_train(encoding: str, seeds) -> tuple[PositionModel, np.ndarray]:
+    """:func:`train` with chapter 8's settings and each seed's own data."""
+    s = SETTINGS
+    data = [experiment_training_data(seed) for seed in seeds]
+    inputs = np.stack([d[0] for d in data])
+    targets = np.stack([d[1] for d in data])
+    return train(encoding, seeds, inputs, targets, vocab_size=s["vocab_size"], learning_rate=s["learning_rate"],
+                 d_model=s["d_model"], depth=s["depth"], heads=s["heads"])

@@ -1,0 +1,166 @@
+"""Chapter 8: T5 buckets, ALiBi's causal bias, learned positions and the position models, against formulas
+written out here; the Markov task and its optimum."""
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from attnbook import attention, extrapolation as ex, masking, positional
+
+
+def t5_bucket(relative_position, bidirectional=True, num_buckets=32, max_distance=128):
+    """``_relative_position_bucket`` of the T5 code (Mesh TensorFlow), one integer at a time."""
+    ret = 0
+    n = -relative_position
+    if bidirectional:
+        num_buckets //= 2
+        ret += int(n < 0) * num_buckets
+        n = abs(n)
+    else:
+        n = max(n, 0)
+    max_exact = num_buckets // 2
+    if n < max_exact:
+        return ret + n
+    val_if_large = max_exact + int(math.log(n / max_exact) / math.log(max_distance / max_exact) * (num_buckets - max_exact))
+    return ret + min(val_if_large, num_buckets - 1)
+
+
+@pytest.mark.parametrize("bidirectional", [True, False])
+@pytest.mark.parametrize("num_buckets, max_distance", [(32, 128), (8, 20), (16, 64)])
+def test_t5_buckets_match_the_papers_code(bidirectional, num_buckets, max_distance):
+    rel = np.arange(-300, 301)
+    got = positional.relative_position_bucket(rel, bidirectional=bidirectional, num_buckets=num_buckets,
+                                              max_distance=max_distance)
+    want = [t5_bucket(int(r), bidirectional, num_buckets, max_distance) for r in rel]
+    np.testing.assert_array_equal(got, want)
+    assert got.min() >= 0 and got.max() == num_buckets - 1
+
+
+def test_t5_buckets_causal_examples():
+    # One bucket per offset below 16, then logarithmic; 128 and beyond share the last bucket; the future is bucket 0.
+    b = positional.relative_position_bucket(np.array([0, -1, -15, -16, -100, -128, -1000, 5]), bidirectional=False)
+    assert b.tolist()[:3] == [0, 1, 15] and b[3] == 16 and b[4] == 30 and b[5] == 31 and b[6] == 31 and b[7] == 0
+
+
+def test_bucket_bad_input():
+    with pytest.raises(TypeError, match="relative_position"):
+        positional.relative_position_bucket(np.array([0.5]))
+    with pytest.raises(ValueError, match="num_buckets"):
+        positional.relative_position_bucket(np.array([1]), num_buckets=2)
+
+
+@pytest.mark.parametrize("heads", [1, 4, 6])
+def test_alibi_causal_bias_is_slope_times_j_minus_i(heads):
+    T = 9
+    bias = np.asarray(positional.alibi_causal_bias(T, heads))
+    slopes = positional.alibi_slopes(heads)
+    for h in range(heads):
+        for i in range(T):
+            for j in range(T):
+                if j <= i:
+                    assert bias[h, i, j] == pytest.approx(slopes[h] * (j - i), abs=1e-7)
+                else:
+                    assert bias[h, i, j] == -np.inf
+    # Below the diagonal it is chapter 1's symmetric bias.
+    lower = np.tril(np.ones((T, T), bool))
+    np.testing.assert_allclose(bias[:, lower], np.asarray(positional.alibi_bias(T, heads))[:, lower])
+
+
+def test_learned_positions_clamp_beyond_max_len():
+    table = positional.LearnedPositions(4, 3, key=jax.random.key(0))
+    rows = np.asarray(table(7))
+    np.testing.assert_array_equal(rows[:4], np.asarray(table.table))
+    for p in range(4, 7):
+        np.testing.assert_array_equal(rows[p], np.asarray(table.table[3]))
+    assert table(0).shape == (0, 3)
+
+
+def test_relative_bias_reads_the_table_by_bucket():
+    layer = positional.RelativePositionBias(3, num_buckets=8, max_distance=20, key=jax.random.key(1))
+    T = 30
+    bias = np.asarray(layer(T))
+    table = np.asarray(layer.table)
+    assert bias.shape == (3, T, T)
+    for i in range(T):
+        for j in range(T):
+            np.testing.assert_array_equal(bias[:, i, j], table[t5_bucket(j - i, False, 8, 20)])
+
+
+def test_rope_attention_matches_a_reference():
+    layer = ex.CausalSelfAttention(8, 2, rope=True, key=jax.random.key(2))
+    x = jax.random.normal(jax.random.key(3), (6, 8))
+    qkv = np.asarray(layer.qkv(x)).reshape(6, 3, 2, 4)
+    heads = []
+    for h in range(2):
+        q, k, v = (
+            positional.rope(jnp.asarray(qkv[:, 0, h])), positional.rope(jnp.asarray(qkv[:, 1, h])), qkv[:, 2, h])
+        heads.append(attention.scaled_dot_product_attention(q, k, jnp.asarray(v), masking.causal_mask(6))[0])
+    want = layer.out(jnp.concatenate(heads, axis=1))
+    np.testing.assert_allclose(np.asarray(layer(x)), np.asarray(want), atol=1e-5)
+
+
+def test_bias_attention_matches_a_reference():
+    layer = ex.CausalSelfAttention(8, 2, key=jax.random.key(4))
+    x = jax.random.normal(jax.random.key(5), (5, 8))
+    bias = positional.alibi_causal_bias(5, 2)
+    qkv = np.asarray(layer.qkv(x)).reshape(5, 3, 2, 4)
+    heads = [attention.scaled_dot_product_attention(*(jnp.asarray(qkv[:, n, h]) for n in range(3)),
+                                                    masking.causal_mask(5), bias=bias[h])[0] for h in range(2)]
+    np.testing.assert_allclose(np.asarray(layer(x, bias)), np.asarray(layer.out(jnp.concatenate(heads, axis=1))),
+                               atol=1e-5)
+
+
+@pytest.mark.parametrize("encoding", ex.ENCODINGS)
+def test_models_are_causal_and_run_beyond_the_training_length(encoding):
+    model = ex.PositionModel(encoding, vocab_size=5, d_model=8, depth=1, heads=2, train_length=6,
+                             key=jax.random.key(6))
+    tokens = jnp.asarray(np.random.default_rng(0).integers(0, 5, 20), dtype=jnp.int32)
+    logits = model(tokens)
+    assert logits.shape == (20, 5) and bool(jnp.all(jnp.isfinite(logits)))
+    changed = model(tokens.at[12].set((tokens[12] + 1) % 5))
+    np.testing.assert_array_equal(np.asarray(changed[:12]), np.asarray(logits[:12]))
+    assert not np.allclose(np.asarray(changed[12:]), np.asarray(logits[12:]))
+
+
+def test_model_bad_input():
+    with pytest.raises(ValueError, match="encoding"):
+        ex.PositionModel("relative", vocab_size=5, key=jax.random.key(0))
+    with pytest.raises(ValueError, match="d_model"):
+        ex.PositionModel("rope", vocab_size=5, d_model=12, heads=4, key=jax.random.key(0))
+    with pytest.raises(TypeError, match="key"):
+        ex.PositionModel("nope", vocab_size=5, key=0)
+
+
+def test_markov_data_follows_the_table_and_its_optimum():
+    rng = np.random.default_rng(0)
+    table = ex.markov_table(3, 2, rng=rng)
+    x, y, floor = ex.markov_data(table, 2, 4000, 12, rng=rng)
+    assert x.shape == y.shape == floor.shape == (4000, 12)
+    np.testing.assert_array_equal(x[:, 1:], y[:, :-1])
+    np.testing.assert_allclose(floor[:, 0], np.log(3))  # the second token is still uniform
+    context = x[:, 3] * 3 + x[:, 4]  # y[:, 4] is token 5, drawn after tokens 3 and 4
+    entropy = -np.sum(table * np.log(table), axis=1)
+    np.testing.assert_allclose(floor[:, 4], entropy[context])
+    counts = np.zeros((9, 3))
+    np.add.at(counts, (context, y[:, 4]), 1)
+    seen = counts.sum(1) > 200
+    np.testing.assert_allclose(counts[seen] / counts[seen].sum(1, keepdims=True), table[seen], atol=0.1)
+    with pytest.raises(ValueError, match="table"):
+        ex.markov_data(table, 3, 10, 5, rng=rng)
+
+
+def test_train_vmapped_seeds_equal_separate_runs_and_learn():
+    rng = np.random.default_rng(0)
+    table = ex.markov_table(4, 1, concentration=0.1, rng=rng)
+    x, y, _ = ex.markov_data(table, 1, 2 * 40 * 8, 8, rng=rng)
+    x, y = x.reshape(2, 40, 8, 8), y.reshape(2, 40, 8, 8)
+    options = dict(vocab_size=4, d_model=8, depth=1, heads=2)
+    models, losses = ex.train("alibi", [0, 1], x, y, **options)
+    assert losses.shape == (2, 40) and np.all(losses[:, -5:].mean(1) < losses[:, :5].mean(1))
+    alone, alone_losses = ex.train("alibi", [1], x[1:], y[1:], **options)
+    np.testing.assert_allclose(alone_losses[0], losses[1], rtol=1e-4)
+    np.testing.assert_allclose(np.asarray(ex.select(alone, 0).head.weight), np.asarray(ex.select(models, 1).head.weight),
+                               atol=1e-4)

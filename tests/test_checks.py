@@ -107,3 +107,13 @@ def test_valid_python_arguments_are_returned():
     assert _checks.numpy_rng("rng", rng) is rng
     assert _checks.prng_key("key", jax.random.key(0)).shape == ()
     assert _checks.prng_key("key", jax.random.PRNGKey(0)).shape == (2,)
+
+
+def test_lists_are_checked_and_passed_on_as_arrays():
+    @_checks.shaped
+    def kind(x: Float[Array, "T d"]):
+        return type(x)
+
+    assert kind([[1.0, 2.0]]) is np.ndarray
+    with pytest.raises(TypeError, match="x must be a floating-point array, got dtype int64"):
+        kind([[1, 2]])

@@ -172,11 +172,13 @@ def _spell(dims, bound) -> str:
     return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
 
 
-def check_array(name: str, x, annotation, bound: dict) -> None:
+def check_array(name: str, x, annotation, bound: dict):
     """Check one argument against a jaxtyping ``annotation``; sizes of named axes go into ``bound``.
 
-    Raises ``TypeError`` for something that is not an array or has the wrong dtype family,
-    ``ValueError`` for a wrong number of axes or a size that disagrees with ``bound``.
+    Returns the argument as an array (a nested list or a number becomes a NumPy array, so the
+    function receives what was checked). Raises ``TypeError`` for something that is not an array or
+    has the wrong dtype family, ``ValueError`` for a wrong number of axes or a size that disagrees
+    with ``bound``.
     """
     if not hasattr(x, "shape") or not hasattr(x, "dtype"):
         if isinstance(x, (list, tuple, numbers.Number)) and not isinstance(x, bool):
@@ -209,6 +211,7 @@ def check_array(name: str, x, annotation, bound: dict) -> None:
         elif dim[0] == "fixed" and size != dim[1]:
             raise ValueError(f"{name} must have shape {expected}, got {got}")
     bound.update(new)
+    return x
 
 
 def _array_annotation(hint):
@@ -231,8 +234,9 @@ def shaped(fn):
     Named axes bind across arguments in signature order: with ``q: Float[Array, "Tq d"]`` and
     ``k: Float[Array, "Tk d"]``, a ``k`` whose last axis differs from ``q``'s is rejected, and the
     message says ``k must have shape (Tk, d=8), got (5, 7)``. An argument annotated ``X | None`` may be
-    ``None``. Works on functions and on methods (``self`` is not annotated); under ``jit``/``vmap``
-    the check runs at trace time on the static shapes.
+    ``None``. A nested list is converted to a NumPy array, checked, and passed on as that array.
+    Works on functions and on methods (``self`` is not annotated); under ``jit``/``vmap`` the check
+    runs at trace time on the static shapes.
     """
     signature = inspect.signature(fn)
     hints = typing.get_type_hints(fn, include_extras=True)
@@ -241,16 +245,16 @@ def shaped(fn):
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        arguments = signature.bind(*args, **kwargs).arguments
+        call = signature.bind(*args, **kwargs)
         bound: dict = {}
         for name, (annotation, optional) in specs.items():
-            if name not in arguments:  # a default (None, for an optional array)
+            if name not in call.arguments:  # a default (None, for an optional array)
                 continue
-            value = arguments[name]
+            value = call.arguments[name]
             if value is None and optional:
                 continue
-            check_array(name, value, annotation, bound)
-        return fn(*args, **kwargs)
+            call.arguments[name] = check_array(name, value, annotation, bound)
+        return fn(*call.args, **call.kwargs)
 
     return wrapper
 

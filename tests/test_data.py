@@ -108,3 +108,21 @@ def test_bad_arguments(call, names):
         call()
     for name in names:
         assert name in str(info.value)
+
+
+def test_n_days_lower_bound_scores_on_chains_that_did_not_choose_the_rule():
+    """15-days: the rule is chosen on half A; the reported value is its score on half B alone."""
+    seed, chains, steps, memory = 8, 40, 60, 15
+    bound = data.n_days_bayes_accuracy(memory, np.random.default_rng(seed), chains=chains, steps=steps)
+    days = data._run_chains(data._n_days_probs, chains, np.random.default_rng(seed), memory, 100 + steps)
+    half_b = days[chains // 2:]
+    scores = []
+    for s in range(2 * memory + 100, days.shape[1] - memory):
+        window = half_b[:, s : s + memory]
+        law = data._n_days_probs(window)
+        if bound.method == "least frequent visible weather":
+            counts = np.stack([(window[:, -10:] == w).sum(axis=1) for w in range(3)], axis=1)
+            scores.append(law[np.arange(len(law)), counts.argmin(axis=1)])
+    assert bound.lower_bound and bound.samples == (chains - chains // 2) * (steps - memory)
+    if scores:  # the simple rule chosen: its score on half B, recomputed here
+        assert bound.value == pytest.approx(np.mean(scores), abs=1e-12)

@@ -114,3 +114,78 @@ def test_eval_every_records_the_same_losses_less_often():
     with pytest.raises(ValueError, match="eval_every.*steps=60.*7"):
         train.fit(SelfAttention(4, 6, 3, key=jax.random.key(0)), loss, train_set, optimizer=opt, steps=60,
                   batch_size=50, key=jax.random.key(1), eval_every=7)
+
+
+# --------------------------------------------------------------------------- fit_many
+
+
+def _weather_runs():
+    rng = np.random.default_rng(7)
+    sizes = [300, 500, 400]  # each run its own N: the minibatches are gathered before the program
+    train_sets = [(data.features(x), y) for x, y in (data.markov(n, rng) for n in sizes)]
+    test_sets = [(data.features(x), y) for x, y in (data.markov(200, rng) for _ in sizes)]
+    return train_sets, test_sets
+
+
+@pytest.mark.parametrize("kind", ["linear", "attention"])
+def test_fit_many_equals_fit_run_by_run(kind):
+    train_sets, test_sets = _weather_runs()
+    make = {"linear": lambda k: LinearClassifier(10, 4, 3, key=k), "attention": lambda k: SelfAttention(4, 6, 3, key=k)}[kind]
+    logits = {"linear": lambda m, x: m(x), "attention": last_position}[kind]
+    loss = train.classification_loss(logits)
+    keys = [jax.random.key(i) for i in range(3)]
+    settings = dict(optimizer=optax.adam(1e-2), steps=60, batch_size=50, eval_every=20)
+    models, histories = train.fit_many([make(jax.random.key(10 + i)) for i in range(3)], loss, train_sets,
+                                       key=keys, test_data=test_sets, **settings)
+    assert len(models) == len(histories) == 3
+    for i in range(3):
+        alone, history = train.fit(make(jax.random.key(10 + i)), loss, train_sets[i], key=keys[i],
+                                   test_data=test_sets[i], **settings)
+        np.testing.assert_allclose(histories[i].train_loss, history.train_loss, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(histories[i].test_loss, history.test_loss, rtol=1e-5, atol=1e-6)
+        np.testing.assert_array_equal(histories[i].test_steps, [20, 40, 60])
+        # Predictions, not parameters: attention's key bias has a zero gradient, on which Adam amplifies rounding.
+        assert train.accuracy(logits, models[i], *test_sets[i]) == train.accuracy(logits, alone, *test_sets[i])
+        x = jnp.asarray(test_sets[i][0])
+        np.testing.assert_allclose(jax.vmap(lambda x: logits(models[i], x))(x), jax.vmap(lambda x: logits(alone, x))(x),
+                                   atol=1e-4)
+
+
+def test_fit_many_one_key_and_no_test_data():
+    train_sets, _ = _weather_runs()
+    loss = train.classification_loss(lambda m, x: m(x))
+    model = LinearClassifier(10, 4, 3, key=jax.random.key(0))
+    models, histories = train.fit_many([model, model], loss, train_sets[:2], optimizer=optax.sgd(0.1), steps=5,
+                                       batch_size=100, key=jax.random.key(3))
+    for i in range(2):
+        alone, history = train.fit(model, loss, train_sets[i], optimizer=optax.sgd(0.1), steps=5, batch_size=100,
+                                   key=jax.random.key(3))
+        assert histories[i].test_loss is None
+        np.testing.assert_allclose(models[i].weight, alone.weight, atol=1e-6)
+        np.testing.assert_allclose(histories[i].train_loss, history.train_loss, rtol=1e-6)
+
+
+def test_fit_many_bad_arguments():
+    train_sets, test_sets = _weather_runs()
+    loss = train.classification_loss(lambda m, x: m(x))
+    small, large = LinearClassifier(10, 4, 3, key=jax.random.key(0)), LinearClassifier(10, 4, 4, key=jax.random.key(0))
+    settings = dict(optimizer=optax.adam(1e-2), steps=10, batch_size=50, key=jax.random.key(0))
+    with pytest.raises(TypeError, match="^models must be a non-empty list"):
+        train.fit_many([], loss, [], **settings)
+    with pytest.raises(ValueError, match=r"^models must share one structure.*models\[1\]"):
+        train.fit_many([small, large], loss, train_sets[:2], **settings)
+    with pytest.raises(ValueError, match=r"^train_data must be a sequence of one item per model \(2\)"):
+        train.fit_many([small, small], loss, train_sets, **settings)
+    with pytest.raises(ValueError, match=r"^key must be a sequence of one item per model \(2\)"):
+        train.fit_many([small, small], loss, train_sets[:2], **dict(settings, key=[jax.random.key(0)]))
+    with pytest.raises(TypeError, match=r"^key\[1\] must be a JAX random key"):
+        train.fit_many([small, small], loss, train_sets[:2], **dict(settings, key=[jax.random.key(0), 1]))
+    with pytest.raises(ValueError, match=r"^test_data\[1\]\[0\] must have the shape and dtype of test_data\[0\]\[0\]"):
+        train.fit_many([small, small], loss, train_sets[:2], test_data=[test_sets[0], (test_sets[1][0][:50], test_sets[1][1][:50])],
+                       **settings)
+    with pytest.raises(ValueError, match=r"^train_data\[1\]\[0\] must have the dtype and shape beyond N"):
+        train.fit_many([small, small], loss, [train_sets[0], (train_sets[1][0][:, :5], train_sets[1][1])], **settings)
+    with pytest.raises(ValueError, match="^batch_size must be at most the smallest number of examples N=300"):
+        train.fit_many([small, small], loss, train_sets[:2], **dict(settings, batch_size=400))
+    with pytest.raises(ValueError, match="^eval_every must divide steps=10"):
+        train.fit_many([small], loss, train_sets[:1], **dict(settings, eval_every=3))

@@ -210,6 +210,136 @@ def fit(
     return eqx.combine(params, static), history
 
 
+def fit_many(
+    models,
+    loss_fn: Callable[..., jax.Array],
+    train_data,
+    *,
+    optimizer: optax.GradientTransformation,
+    steps: int,
+    batch_size: int,
+    key,
+    test_data=None,
+    eval_every: int = 1,
+) -> tuple[list[eqx.Module], list[History]]:
+    """Train several models of one structure at once: one compiled program, ``jax.vmap`` over the runs.
+
+    Run ``r`` is ``fit(models[r], loss_fn, train_data[r], key=key[r], test_data=test_data[r], ...)``
+    with the same minibatches, the same optimizer and the same number of steps; the runs only share one
+    XLA program, which on a CPU costs little more than one of them when the models are small. The
+    results equal :func:`fit`'s up to float rounding (XLA may order the sums of a batched program
+    differently), so a long run can end a few ulps, or after many steps a little more, away from
+    :func:`fit`'s.
+
+    Args:
+        models: a sequence of ``R >= 1`` Equinox modules of the same structure: the same classes, the
+            same non-array fields, arrays of the same shapes and dtypes (e.g. the same constructor with
+            different keys, or the same model ``R`` times).
+        loss_fn: as in :func:`fit`, shared by all runs.
+        train_data: a sequence of ``R`` tuples, each as in :func:`fit` (each with its own ``N``); the
+            arrays of every run must agree in number, dtype and shape beyond ``N``.
+        optimizer, steps, batch_size, eval_every: as in :func:`fit`, shared; ``batch_size`` is at
+            most the smallest ``N``.
+        key: one PRNG key for every run (the same minibatch order, as :func:`fit` with that key) or a
+            sequence of ``R`` keys.
+        test_data: ``None`` or a sequence of ``R`` tuples of the same shapes.
+
+    Returns the list of trained models and the list of their :class:`History`, in the order of
+    ``models``. A run whose training loss becomes NaN or infinite warns as in :func:`fit`, naming the run.
+    """
+    _callable("loss_fn", loss_fn)
+    if not isinstance(models, (list, tuple)) or not models:
+        raise TypeError(f"models must be a non-empty list of Equinox modules, got {_checks._describe(models)}")
+    runs = len(models)
+    steps = _checks.positive_int("steps", steps)
+    batch_size = _checks.positive_int("batch_size", batch_size)
+    eval_every = _checks.positive_int("eval_every", eval_every)
+    if steps % eval_every:
+        raise ValueError(f"eval_every must divide steps={steps}, got {eval_every}")
+    keys = _run_list("key", key, runs, lambda name, k: _checks.prng_key(name, k), single=_is_key(key))
+    train_data = _run_list("train_data", train_data, runs, _data)
+    test_data = None if test_data is None else _run_list("test_data", test_data, runs, _data)
+    for name, sets in [("train_data", train_data)] + ([("test_data", test_data)] if test_data is not None else []):
+        _same_layout(name, sets, train_data[0] if name == "test_data" else None)
+    smallest = min(arrays[0].shape[0] for arrays in train_data)
+    if batch_size > smallest:
+        raise ValueError(f"batch_size must be at most the smallest number of examples N={smallest}, got {batch_size}")
+    # Every array (trainable or not) is stacked along a new leading axis; the rest must be equal.
+    split = [eqx.partition(m, eqx.is_array) for m in models]
+    static = split[0][1]
+    first_leaves = [(a.shape, a.dtype) for a in jax.tree.leaves(split[0][0])]
+    for r, (arrays, other) in enumerate(split):
+        if (jax.tree.structure(other) != jax.tree.structure(static)
+                or not _equal_leaves(jax.tree.leaves(other), jax.tree.leaves(static))
+                or jax.tree.structure(arrays) != jax.tree.structure(split[0][0])
+                or [(a.shape, a.dtype) for a in jax.tree.leaves(arrays)] != first_leaves):
+            raise ValueError(f"models must share one structure (classes, non-array fields, array shapes and dtypes); "
+                             f"models[{r}] differs from models[0]")
+    params = eqx.filter(models[0], eqx.is_inexact_array)
+    if not jax.tree.leaves(params):
+        raise ValueError(f"models must have floating-point arrays to train, got none in {type(models[0]).__name__}")
+    _check_optimizer(optimizer, params)
+    # Stacking, gathering and unstacking happen in NumPy, on the host: as JAX operations outside a
+    # program, each would be compiled on its own, and these small compilations would cost more than
+    # the copies.
+    stacked = jax.tree.map(lambda *a: np.stack([np.asarray(x) for x in a]), *[arrays for arrays, _ in split])
+    orders = [np.asarray(_minibatch_indices(k, arrays[0].shape[0], batch_size, steps)).reshape(-1, eval_every, batch_size)
+              for arrays, k in zip(train_data, keys)]
+    batches = tuple(np.stack([np.asarray(arrays[i])[order] for arrays, order in zip(train_data, orders)])
+                    for i in range(len(train_data[0])))
+    tests = None if test_data is None else tuple(np.stack([np.asarray(arrays[i]) for arrays in test_data])
+                                                 for i in range(len(test_data[0])))
+    stacked, train_loss, test_loss = jax.device_get(_run_many(stacked, static, loss_fn, optimizer, batches, tests))
+    test_loss = None if test_data is None else test_loss
+    fitted, histories = [], []
+    for r in range(runs):
+        fitted.append(eqx.combine(jax.tree.map(lambda a: jnp.asarray(a[r]), stacked), static))
+        history = History(train_loss[r], None if test_loss is None else test_loss[r], eval_every)
+        if not np.all(np.isfinite(history.train_loss)):
+            first = int(np.argmin(np.isfinite(history.train_loss)))
+            warnings.warn(f"fit_many: run {r}: the training loss is {history.train_loss[first]} at step {first} "
+                          f"(of {steps}); that model is not trained (a learning rate too large, or NaN in the data?)",
+                          RuntimeWarning, stacklevel=2)
+        histories.append(history)
+    return fitted, histories
+
+
+def _is_key(key) -> bool:
+    try:
+        _checks.prng_key("key", key)
+        return True
+    except TypeError:
+        return False
+
+
+def _run_list(name: str, value, runs: int, check, single: bool = False) -> list:
+    """``value`` checked as a sequence of ``runs`` items (or, with ``single``, one item for every run)."""
+    if single:
+        return [check(name, value)] * runs
+    if not isinstance(value, (list, tuple)) or len(value) != runs:
+        raise ValueError(f"{name} must be a sequence of one item per model ({runs}), got {_checks._describe(value)}")
+    return [check(f"{name}[{r}]", v) for r, v in enumerate(value)]
+
+
+def _same_layout(name: str, sets: list, reference=None) -> None:
+    """Every run's tuple: as many arrays as ``reference`` (or run 0), same dtypes and trailing shapes;
+    test sets (``reference`` given) also the same ``N``, since they are stacked whole."""
+    reference = sets[0] if reference is None else reference
+    whole = name == "test_data"
+    for r, arrays in enumerate(sets):
+        if len(arrays) != len(reference):
+            raise ValueError(f"{name}[{r}] must hold as many arrays as train_data[0] ({len(reference)}), got {len(arrays)}")
+        for i, (a, b) in enumerate(zip(arrays, sets[0] if whole else reference)):
+            if a.dtype != b.dtype or a.shape[0 if whole else 1:] != b.shape[0 if whole else 1:]:
+                what = "shape and dtype" if whole else "dtype and shape beyond N"
+                raise ValueError(f"{name}[{r}][{i}] must have the {what} of {name}[0][{i}], "
+                                 f"{b.dtype}{tuple(b.shape)}, got {a.dtype}{tuple(a.shape)}")
+
+
+def _equal_leaves(a: list, b: list) -> bool:
+    return len(a) == len(b) and all(x is y or (type(x) is type(y) and bool(np.all(x == y))) for x, y in zip(a, b))
+
+
 @jax.jit
 def _gather(train_data, indices):
     """``(steps // eval_every, eval_every, batch_size, ...)`` minibatches of every array."""
@@ -217,7 +347,23 @@ def _gather(train_data, indices):
 
 
 @eqx.filter_jit
+def _run_many(arrays, static, loss_fn, optimizer, batches, test_data):
+    """:func:`_train` of every run at once: ``arrays``, ``batches`` and ``test_data`` carry a leading run axis."""
+
+    def one(arrays, batches, test_data):
+        params, rest = eqx.partition(eqx.combine(arrays, static), eqx.is_inexact_array)
+        params, train_loss, test_loss = _train(params, rest, loss_fn, optimizer, batches, test_data)
+        return eqx.filter(eqx.combine(params, rest), eqx.is_array), train_loss, test_loss
+
+    return jax.vmap(one)(arrays, batches, test_data)
+
+
+@eqx.filter_jit
 def _run(params, static, loss_fn, optimizer, batches, test_data):
+    return _train(params, static, loss_fn, optimizer, batches, test_data)
+
+
+def _train(params, static, loss_fn, optimizer, batches, test_data):
     def loss_of(params, *batch):
         return loss_fn(eqx.combine(params, static), *batch)
 

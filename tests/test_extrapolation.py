@@ -164,3 +164,13 @@ def test_train_vmapped_seeds_equal_separate_runs_and_learn():
     np.testing.assert_allclose(alone_losses[0], losses[1], rtol=1e-4)
     np.testing.assert_allclose(np.asarray(ex.select(alone, 0).head.weight), np.asarray(ex.select(models, 1).head.weight),
                                atol=1e-4)
+
+
+def test_model_checks_its_tokens():
+    model = ex.PositionModel("alibi", vocab_size=5, d_model=8, depth=1, heads=2, key=jax.random.key(0))
+    with pytest.raises(TypeError, match="tokens"):
+        model(jnp.zeros(4))
+    with pytest.raises(ValueError, match="tokens"):
+        model(jnp.asarray([0, 5, 1]))
+    with pytest.raises(ValueError, match="tokens"):
+        model(jnp.asarray([[0, 1]]))

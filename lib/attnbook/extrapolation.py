@@ -35,7 +35,7 @@ from jaxtyping import Array, Float, Int
 from . import _checks, masking, positional
 from .aft import Dense, _keys, _random
 from .attention import masked_softmax
-from .transformer import FeedForward
+from .transformer import FeedForward, _check_tokens
 
 ENCODINGS = ("nope", "sinusoidal", "learned", "rope", "alibi", "t5")
 """The six position encodings of chapter 8, in the order of its tables."""
@@ -189,7 +189,8 @@ class PositionModel(eqx.Module):
         return None
 
     def __call__(self, tokens: Int[Array, " T"]) -> Float[Array, "T vocab"]:
-        _checks.ndim("tokens", tokens, 1, "(T,)")
+        """Next-token logits for integer ``tokens (T,)`` in ``0 .. vocab_size - 1`` (checked, also under jit)."""
+        tokens = _check_tokens("tokens", tokens, self.head.weight.shape[1])
         length, d_model = tokens.shape[0], self.embedding.shape[1]
         x = self.embedding[tokens]
         if self.encoding == "sinusoidal":

@@ -15,6 +15,8 @@ One module per concept, in chapter order:
 - :mod:`attnbook.cost`: wall time and XLA's temporary-memory analysis of compiled functions (ch. 6)
 - :mod:`attnbook.transformer`: feed-forward layer, pre-/post-LN blocks, encoder-decoder with cross-attention,
   greedy decoding with and without a KV cache, the digit-reversal task (ch. 7)
+- :mod:`attnbook.extrapolation`: an order-2 Markov task with a known optimum and a small causal Transformer
+  taking any of six position schemes, to measure reading beyond the training length (ch. 8)
 - :mod:`attnbook.plotting`: fonts, labels and heat-maps in the page's language
 
 Bad input: the contract

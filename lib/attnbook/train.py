@@ -226,10 +226,14 @@ def fit_many(
 
     Run ``r`` is ``fit(models[r], loss_fn, train_data[r], key=key[r], test_data=test_data[r], ...)``
     with the same minibatches, the same optimizer and the same number of steps; the runs only share one
-    XLA program, which on a CPU costs little more than one of them when the models are small. The
-    results equal :func:`fit`'s up to float rounding (XLA may order the sums of a batched program
-    differently), so a long run can end a few ulps, or after many steps a little more, away from
-    :func:`fit`'s.
+    XLA program (one compilation, one loop). The results equal :func:`fit`'s up to float rounding (XLA
+    may order the sums of a batched program differently), so a long run can end a few ulps, or after
+    many steps a little more, away from :func:`fit`'s.
+
+    Whether it is faster depends on the model and the machine: on a CPU, XLA runs the batched matrix
+    products of very small models (the weather models of chapter 2, the 7-feature layers of chapter 4)
+    more slowly than the same products one run at a time, and there :func:`fit` in a loop was the
+    faster of the two, compilation included. Measure before switching.
 
     Args:
         models: a sequence of ``R >= 1`` Equinox modules of the same structure: the same classes, the

@@ -72,6 +72,20 @@ def probability(name: str, value, *, high: float = 1.0) -> float:
     return float(value)
 
 
+def flag(name: str, value) -> bool:
+    """``value`` as a ``bool`` if it is one (Python or NumPy); anything else is a ``TypeError``, not read as truthy."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise TypeError(f"{name} must be True or False, got {_describe(value)}")
+
+
+def function(name: str, fn):
+    """``fn`` if it is callable, else a ``TypeError``."""
+    if not callable(fn):
+        raise TypeError(f"{name} must be a function, got {_describe(fn)}")
+    return fn
+
+
 def numpy_rng(name: str, rng) -> np.random.Generator:
     """Return ``rng`` if it is a NumPy ``Generator``; an int seed gets a ``TypeError`` saying what to pass."""
     if not isinstance(rng, np.random.Generator):

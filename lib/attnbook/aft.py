@@ -55,13 +55,6 @@ VARIANTS = ("aft-full", "aft-local", "aft-simple", "aft-conv")
 # Argument checks and non-finite input
 
 
-def _flag(name: str, value) -> bool:
-    """``value`` if it is a bool (Python or NumPy); anything else is a ``TypeError``, not read as truthy."""
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    raise TypeError(f"{name} must be True or False, got {_checks._describe(value)}")
-
-
 def _features(name: str, x, expected: int, axis: str) -> None:
     """Raise unless the last axis of ``x`` has ``expected`` entries (a size fixed by a layer, not by an argument)."""
     if x.shape[-1] != expected:
@@ -313,7 +306,7 @@ def aft_full(q: Float[Array, "T d"], k: Float[Array, "T d"], v: Float[Array, "T 
     ``ROW_BLOCK`` rows at a time, ``O(ROW_BLOCK T d)``; the backward pass (autodiff of that loop) keeps
     every block's weights, ``O(T^2 d)``, and the gradient with respect to ``w`` is ``(T, T)``.
     """
-    return _aft_full(q, k, v, w, _flag("causal", causal))
+    return _aft_full(q, k, v, w, _checks.flag("causal", causal))
 
 
 @functools.partial(jax.jit, static_argnames=("causal",))
@@ -354,7 +347,7 @@ def aft_local(q: Float[Array, "T d"], k: Float[Array, "T d"], v: Float[Array, "T
     it, NaN included, changes nothing). ``T = 0`` gives a ``(0, d)`` array; non-finite input as in
     :func:`aft_full` (a bias is seen only inside the band).
     """
-    return _aft_local(q, k, v, w, _checks.positive_int("window", window), _flag("causal", causal))
+    return _aft_local(q, k, v, w, _checks.positive_int("window", window), _checks.flag("causal", causal))
 
 
 @functools.partial(jax.jit, static_argnames=("window", "causal"))
@@ -382,7 +375,7 @@ def aft_simple(q: Float[Array, "T d"], k: Float[Array, "T d"], v: Float[Array, "
     log-sum-exp scan. Time and memory ``O(T d)``; no ``T x T`` array. ``T = 0`` gives a ``(0, d)``
     array; a channel whose visible keys are all ``-inf`` gives 0; non-finite input as in :func:`aft_full`.
     """
-    return _aft_simple(q, k, v, _flag("causal", causal))
+    return _aft_simple(q, k, v, _checks.flag("causal", causal))
 
 
 @functools.partial(jax.jit, static_argnames=("causal",))
@@ -437,7 +430,7 @@ def aft_conv(q: Float[Array, "T d"], k: Float[Array, "T heads"], v: Float[Array,
                          f"got {tuple(kernel.shape)}")
     if d % heads:
         raise ValueError(f"d must be divisible by heads: q has d={d} channels, kernel has heads={heads}")
-    causal = _flag("causal", causal)
+    causal = _checks.flag("causal", causal)
     if not causal and size % 2 == 0:
         raise ValueError(f"kernel must have an odd size s when causal=False (centred window), got s={size}")
     return _aft_conv(q, k, v, kernel, causal)
@@ -469,7 +462,7 @@ def conv_bias_matrix(kernel: Float[Array, "heads s"], length: int, causal: bool 
     AFT-conv itself never builds it.
     """
     length = _checks.nonnegative_int("length", length)
-    causal = _flag("causal", causal)
+    causal = _checks.flag("causal", causal)
     size = kernel.shape[1]
     if size == 0 or (not causal and size % 2 == 0):
         raise ValueError(f"kernel must have {'an odd' if not causal else 'a positive'} size s"
@@ -555,7 +548,7 @@ class AFTFull(eqx.Module):
         d_model = _checks.positive_int("d_model", d_model)
         max_len = _checks.positive_int("max_len", max_len)
         bias_dim = _checks.positive_int("bias_dim", bias_dim)
-        causal = _flag("causal", causal)
+        causal = _checks.flag("causal", causal)
         keys = _keys(_checks.prng_key("key", key), 6)
         self.query, self.key_proj, self.value, self.out = (Dense(d_model, d_model, key=k) for k in keys[:4])
         self.u = _random(keys[4], (max_len, bias_dim), 0.1, normal=True)
@@ -616,7 +609,7 @@ class AFTSimple(eqx.Module):
         d_model = _checks.positive_int("d_model", d_model)
         keys = _keys(_checks.prng_key("key", key), 4)
         self.query, self.key_proj, self.value, self.out = (Dense(d_model, d_model, key=k) for k in keys)
-        self.causal = _flag("causal", causal)
+        self.causal = _checks.flag("causal", causal)
 
     @_checks.shaped
     def __call__(self, x: Float[Array, "T d_model"]) -> Float[Array, "T d_model"]:
@@ -646,7 +639,7 @@ class AFTConv(eqx.Module):
         d_model = _checks.positive_int("d_model", d_model)
         heads = _checks.positive_int("heads", heads)
         window = _checks.positive_int("window", window)
-        causal = _flag("causal", causal)
+        causal = _checks.flag("causal", causal)
         if d_model % heads:
             raise ValueError(f"d_model must be divisible by heads, got d_model={d_model}, heads={heads}")
         if not causal and window % 2 == 0:

@@ -31,18 +31,6 @@ ALL_BUFFERS = {"xla_cpu_experimental_ynn_fusion_type": ""}
 """XLA compile options that keep every buffer in XLA's own plan (CPU only): no YNNPACK fusions."""
 
 
-def _function(name: str, fn) -> Callable:
-    if not callable(fn):
-        raise TypeError(f"{name} must be a function, got {type(fn).__name__} {fn!r:.60}")
-    return fn
-
-
-def _flag(name: str, value) -> bool:
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{name} must be True or False, got {type(value).__name__} {value!r:.60}")
-    return bool(value)
-
-
 def _static_names(static_argnames) -> frozenset[str]:
     names = (static_argnames,) if isinstance(static_argnames, str) else static_argnames
     try:
@@ -83,8 +71,8 @@ def compiled(fn: Callable, *args, all_buffers: bool = False, static_argnames=())
     memory analysis counts every temporary buffer. Arguments named in ``static_argnames`` may be
     Python values; every other argument must be arrays or ``jax.ShapeDtypeStruct`` (``TypeError``).
     """
-    fn = _function("fn", fn)
-    all_buffers = _flag("all_buffers", all_buffers)
+    fn = _checks.function("fn", fn)
+    all_buffers = _checks.flag("all_buffers", all_buffers)
     static = _static_names(static_argnames)
     _check_inputs(fn, args, static)
     static_argnames = tuple(static)
@@ -109,7 +97,7 @@ def median_seconds(fn: Callable, *args, repeats: int = 5, warmup: int = 1) -> fl
     ``fn`` should be compiled already (a ``jax.jit`` function or the result of :func:`compiled`);
     the warm-up runs absorb any compilation and first-call costs.
     """
-    fn = _function("fn", fn)
+    fn = _checks.function("fn", fn)
     repeats = _checks.positive_int("repeats", repeats)
     warmup = _checks.nonnegative_int("warmup", warmup)
     for _ in range(warmup):

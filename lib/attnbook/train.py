@@ -51,11 +51,6 @@ class History:
 # --------------------------------------------------------------------------- argument checks
 
 
-def _callable(name: str, fn) -> None:
-    if not callable(fn):
-        raise TypeError(f"{name} must be a function, got {_checks._describe(fn)}")
-
-
 def _data(name: str, arrays) -> tuple[jax.Array, ...]:
     """A tuple of arrays with one leading size ``N >= 1``, as JAX arrays."""
     if not isinstance(arrays, (tuple, list)) or not arrays:
@@ -175,7 +170,7 @@ def fit(
     A run whose training loss becomes NaN or infinite (a diverging learning rate, NaN in the data)
     returns what it reached, with a ``RuntimeWarning`` that names the first such step.
     """
-    _callable("loss_fn", loss_fn)
+    _checks.function("loss_fn", loss_fn)
     steps = _checks.positive_int("steps", steps)
     batch_size = _checks.positive_int("batch_size", batch_size)
     key = _checks.prng_key("key", key)
@@ -251,7 +246,7 @@ def fit_many(
     Returns the list of trained models and the list of their :class:`History`, in the order of
     ``models``. A run whose training loss becomes NaN or infinite warns as in :func:`fit`, naming the run.
     """
-    _callable("loss_fn", loss_fn)
+    _checks.function("loss_fn", loss_fn)
     if not isinstance(models, (list, tuple)) or not models:
         raise TypeError(f"models must be a non-empty list of Equinox modules, got {_checks._describe(models)}")
     runs = len(models)
@@ -400,7 +395,7 @@ def classification_loss(logits_fn: Callable[[eqx.Module, jax.Array], jax.Array])
     ``(N, *batch)`` in ``[0, classes)``, and averages over all of them. Labels out of range are an
     error, also inside :func:`fit`'s compiled program (``equinox.error_if``: one comparison per label).
     """
-    _callable("logits_fn", logits_fn)
+    _checks.function("logits_fn", logits_fn)
 
     @_checks.shaped
     def loss(model, xs: Num[Array, "N ..."], ys: Int[Array, "N *batch"]) -> Float[Array, ""]:
@@ -423,7 +418,7 @@ def accuracy(
     logits hold a NaN (a diverged model) has no most likely class: the accuracy is then NaN, not the
     hit rate of ``argmax``'s arbitrary pick.
     """
-    _callable("logits_fn", logits_fn)
+    _checks.function("logits_fn", logits_fn)
     xs, ys = jnp.asarray(xs), jnp.asarray(ys)
     if xs.shape[0] == 0:
         raise ValueError(f"xs must hold at least one example, got shape {tuple(xs.shape)}")

@@ -23,7 +23,6 @@ With AFT-simple as the mixer the cache is three vectors per layer, whatever the 
 
 from __future__ import annotations
 
-import functools
 
 import equinox as eqx
 import jax

@@ -1,0 +1,251 @@
+"""The checking machinery behind every chapter's exercises.
+
+An :class:`Exercise` holds a reference answer and, for a function, a generator of random inputs.
+:func:`check` runs a reader's answer against the reference and prints, in the page's language
+(the one set by ``plotting.setup``), either a confirmation or the first failing case: the input,
+the expected and the received output. For an exercise whose answer is a number or a choice, it
+never prints the expected value: that would be the solution.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Callable, Sequence
+
+import jax
+import numpy as np
+
+from attnbook import plotting
+
+Inputs = Callable[[np.random.Generator], dict[str, Any]]
+
+_REGISTRY: dict[str, "Exercise"] = {}
+
+
+@dataclasses.dataclass(frozen=True)
+class Exercise:
+    """One exercise with a checkable answer.
+
+    id: ``"chapter.number"``, e.g. ``"3.2"``.
+    kind: ``"function"`` (the answer is a function, compared with ``reference`` on inputs),
+        ``"number"`` (a value, compared with ``reference()`` within ``rtol``/``atol``) or
+        ``"choice"`` (a value from ``choices``, compared with ``reference()`` exactly).
+    reference: the reference function (kind ``"function"``), or a function of no arguments that
+        returns the expected value, computed only when a check asks for it.
+    inputs: for a function, draws one set of keyword arguments from a NumPy generator.
+    edge_cases: fixed keyword arguments tried before the random ones (e.g. T = 1).
+    cases: how many random inputs are drawn.
+    compare: replaces the default comparison (same structure and shapes, ``allclose``) of the
+        reference's and the answer's outputs; returns True when they agree.
+    """
+
+    id: str
+    kind: str
+    reference: Callable[..., Any]
+    inputs: Inputs | None = None
+    edge_cases: Sequence[dict[str, Any]] = ()
+    cases: int = 5
+    rtol: float = 1e-4
+    atol: float = 1e-5
+    choices: Sequence[Any] = ()
+    compare: Callable[[Any, Any], bool] | None = None
+
+    def __post_init__(self):
+        if self.kind not in ("function", "number", "choice"):
+            raise ValueError(f"kind must be 'function', 'number' or 'choice', got {self.kind!r}")
+        if self.kind == "function" and self.inputs is None and not self.edge_cases:
+            raise ValueError(f"exercise {self.id}: a function exercise needs inputs or edge_cases")
+        if self.kind == "choice" and not self.choices:
+            raise ValueError(f"exercise {self.id}: a choice exercise needs choices")
+
+
+@dataclasses.dataclass(frozen=True)
+class Result:
+    """What :func:`check` found: whether the answer passed, and the message it prints."""
+
+    passed: bool
+    message: str
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+
+def register(*exercises: Exercise) -> None:
+    """Add exercises to the registry that :func:`check` reads (ids must be new)."""
+    for exercise in exercises:
+        if exercise.id in _REGISTRY:
+            raise ValueError(f"exercise {exercise.id} is registered twice")
+        _REGISTRY[exercise.id] = exercise
+
+
+def exercise_ids(chapter: int | None = None) -> list[str]:
+    """The registered ids, in order; only those of `chapter` when it is given."""
+    ids = sorted(_REGISTRY, key=lambda i: tuple(int(p) for p in i.split(".")))
+    return [i for i in ids if chapter is None or i.split(".")[0] == str(chapter)]
+
+
+def get(exercise_id: str) -> Exercise:
+    """The exercise with this id; a ValueError lists the ids of its chapter if there is none."""
+    if not isinstance(exercise_id, str) or exercise_id not in _REGISTRY:
+        chapter = str(exercise_id).split(".")[0]
+        known = exercise_ids(int(chapter)) if chapter.isdigit() else exercise_ids()
+        raise ValueError(f"exercise_id must be one of {known}, got {exercise_id!r}")
+    return _REGISTRY[exercise_id]
+
+
+# ---------------------------------------------------------------------------------------------
+# Messages, in both languages. Each pair prints the same numbers in the same order (the twins'
+# outputs are compared number by number).
+
+_MESSAGES = {
+    "pass": ("✓ {id}: correct on all {n} inputs.", "✓ {id}: {n} 通りの入力すべてで正解です。"),
+    "pass_value": ("✓ {id}: correct.", "✓ {id}: 正解です。"),
+    "fail": ("✗ {id}: wrong on input {i} of {n}.", "✗ {id}: {i} 番目の入力（全 {n} 通り）で答えが違います。"),
+    "raised": ("✗ {id}: your function raised an error on input {i} of {n}: {error}",
+               "✗ {id}: {i} 番目の入力（全 {n} 通り）であなたの関数がエラーを出しました: {error}"),
+    "input": ("  input:", "  入力:"),
+    "expected": ("  expected:", "  期待される値:"),
+    "got": ("  got:", "  あなたの答え:"),
+    "shape": ("  (expected shape {expected}, got shape {got})", "  （期待される形は {expected}、あなたの答えは {got}）"),
+    "returned_none": ("✗ {id}: your function returned None on input {i} of {n}: is it written yet?",
+                      "✗ {id}: {i} 番目の入力（全 {n} 通り）であなたの関数が None を返しました。まだ書きかけでは？"),
+    "not_function": ("✗ {id}: the answer must be a function; got {got}.",
+                     "✗ {id}: 答えは関数で渡してください。渡されたもの: {got}"),
+    "not_number": ("✗ {id}: the answer must be a number; got {got}.",
+                   "✗ {id}: 答えは数で渡してください。渡されたもの: {got}"),
+    "too_large": ("✗ {id}: {got} is too large.", "✗ {id}: {got} は大きすぎます。"),
+    "too_small": ("✗ {id}: {got} is too small.", "✗ {id}: {got} は小さすぎます。"),
+    "not_choice": ("✗ {id}: the answer must be one of {choices}; got {got}.",
+                   "✗ {id}: 答えは {choices} のどれかです。渡されたもの: {got}"),
+    "wrong_choice": ("✗ {id}: {got} is not the answer. Run the experiment and look again.",
+                     "✗ {id}: {got} ではありません。実験を実行して、もう一度確かめてください。"),
+}
+
+
+def _say(key: str, lang: str, **fields) -> str:
+    en, ja = _MESSAGES[key]
+    return (ja if lang == "ja" else en).format(**fields)
+
+
+def _show(value: Any) -> str:
+    """A short, readable rendering of an input or output (arrays to 3 decimals)."""
+    if isinstance(value, (np.ndarray, jax.Array)):
+        array = np.asarray(value)
+        return np.array2string(array, precision=3, suppress_small=True, threshold=64, edgeitems=3)
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    if isinstance(value, (tuple, list)):
+        return "(" + ", ".join(_show(v) for v in value) + ")"
+    return repr(value)
+
+
+def _show_inputs(kwargs: dict[str, Any]) -> str:
+    return "; ".join(f"{name} = {_show(value)}" for name, value in kwargs.items())
+
+
+def _line(label: str, text: str) -> str:
+    """A labelled line; a value of several lines goes below its label, indented."""
+    if "\n" in text:
+        return label + "\n" + "\n".join("    " + row for row in text.splitlines())
+    return f"{label} {text}"
+
+
+def _agree(exercise: Exercise, expected: Any, got: Any) -> tuple[bool, str]:
+    """Whether `got` matches `expected`; the second item describes a shape mismatch, if any."""
+    if exercise.compare is not None:
+        return bool(exercise.compare(expected, got)), ""
+    want, want_tree = jax.tree_util.tree_flatten(expected)
+    have, have_tree = jax.tree_util.tree_flatten(got)
+    if want_tree != have_tree:
+        return False, ""
+    for w, h in zip(want, have):
+        w, h = np.asarray(w), np.asarray(h)
+        if w.shape != h.shape:
+            return False, f"{w.shape}|{h.shape}"
+        if w.dtype == bool or h.dtype == bool:
+            if h.dtype != w.dtype or not np.array_equal(w, h):
+                return False, ""
+        elif not np.allclose(h, w, rtol=exercise.rtol, atol=exercise.atol, equal_nan=True):
+            return False, ""
+    return True, ""
+
+
+def _check_function(exercise: Exercise, answer: Any, lang: str, seed: int) -> Result:
+    ident = exercise.id
+    if not callable(answer):
+        return Result(False, _say("not_function", lang, id=ident, got=_show(answer)))
+    rng = np.random.default_rng(seed)
+    # Edge cases first: they are small, so a failure among them is the easiest to read.
+    cases = [dict(case) for case in exercise.edge_cases]
+    cases += [exercise.inputs(rng) for _ in range(exercise.cases if exercise.inputs else 0)]
+    n = len(cases)
+    for i, kwargs in enumerate(cases, start=1):
+        expected = exercise.reference(**kwargs)
+        try:
+            got = answer(**kwargs)
+        except Exception as error:  # the reader's bug is reported, not raised: "Run all" goes on
+            message = _say("raised", lang, id=ident, i=i, n=n, error=f"{type(error).__name__}: {error}")
+            return Result(False, message + "\n" + _line(_say("input", lang), _show_inputs(kwargs)))
+        if got is None and expected is not None:
+            return Result(False, _say("returned_none", lang, id=ident, i=i, n=n))
+        same, shapes = _agree(exercise, expected, got)
+        if not same:
+            lines = [_say("fail", lang, id=ident, i=i, n=n),
+                     _line(_say("input", lang), _show_inputs(kwargs)),
+                     _line(_say("expected", lang), _show(expected)),
+                     _line(_say("got", lang), _show(got))]
+            if shapes:
+                want, have = shapes.split("|")
+                lines.append(_say("shape", lang, expected=want, got=have))
+            return Result(False, "\n".join(lines))
+    return Result(True, _say("pass", lang, id=ident, n=n))
+
+
+def _check_value(exercise: Exercise, answer: Any, lang: str) -> Result:
+    ident = exercise.id
+    expected = exercise.reference()
+    if exercise.kind == "choice":
+        if not any(_same_choice(answer, c) for c in exercise.choices):
+            return Result(False, _say("not_choice", lang, id=ident, choices=list(exercise.choices),
+                                      got=_show(answer)))
+        if _same_choice(answer, expected):
+            return Result(True, _say("pass_value", lang, id=ident))
+        return Result(False, _say("wrong_choice", lang, id=ident, got=_show(answer)))
+    if isinstance(answer, bool) or not isinstance(answer, (int, float, np.number)) \
+            and not (isinstance(answer, (np.ndarray, jax.Array)) and np.ndim(answer) == 0):
+        return Result(False, _say("not_number", lang, id=ident, got=_show(answer)))
+    value = float(answer)
+    if math.isclose(value, float(expected), rel_tol=exercise.rtol, abs_tol=exercise.atol):
+        return Result(True, _say("pass_value", lang, id=ident))
+    key = "too_large" if value > float(expected) else "too_small"
+    return Result(False, _say(key, lang, id=ident, got=_show(answer)))
+
+
+def _same_choice(a: Any, b: Any) -> bool:
+    if isinstance(a, str) and isinstance(b, str):
+        return a.strip().lower() == b.strip().lower()
+    return type(a) is type(b) and a == b
+
+
+def result(exercise_id: str, answer: Any, *, lang: str | None = None, seed: int = 0) -> Result:
+    """Check `answer` against exercise `exercise_id` and return the :class:`Result` (no printing)."""
+    exercise = get(exercise_id)
+    lang = plotting.language() if lang is None else lang
+    if lang not in plotting.LANGUAGES:
+        raise ValueError(f"lang must be one of {plotting.LANGUAGES}, got {lang!r}")
+    if exercise.kind == "function":
+        return _check_function(exercise, answer, lang, seed)
+    return _check_value(exercise, answer, lang)
+
+
+def check(exercise_id: str, answer: Any, *, lang: str | None = None, seed: int = 0) -> None:
+    """Check a reader's answer to exercise `exercise_id` and print what was found.
+
+    A function is run on random inputs (drawn with ``seed``) and on the exercise's edge cases and
+    compared with the reference; the first failing input is printed with the expected and the
+    received output. A number or a choice is compared with the reference value, which is never
+    printed. Messages are in the page's language (``plotting.setup``) unless `lang` is given.
+    Nothing is raised for a wrong answer, so "Run all" goes on past an unfinished exercise.
+    """
+    print(result(exercise_id, answer, lang=lang, seed=seed).message)

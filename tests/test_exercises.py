@@ -1,0 +1,195 @@
+"""The exercises: the checking machinery, and the rules every chapter's exercises follow.
+
+Each chapter's deliberately wrong answers are in tests/test_exercises_chapterN.py; here:
+
+- every exercise id used in a notebook is registered, and every registered id is used, in both
+  languages, with a starter cell (tagged so that nbval does not judge it) and a solution cell in a
+  collapsed callout whose stored output is the check's confirmation;
+- each reference passes its own check;
+- check() reports a wrong answer with the failing input, in the page's language, and never prints
+  the expected value of a number or a choice.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import jax.numpy as jnp
+import pytest
+
+from attnbook import exercises, plotting
+from attnbook.exercises import Exercise, _core
+
+ROOT = Path(__file__).resolve().parent.parent
+CHECK_CALL = re.compile(r"""exercises\.check\(\s*["'](?P<id>\d+\.\d+)["']""")
+STARTER_TAGS = {"exercise-starter", "nbval-skip"}
+CALLOUT = re.compile(r"""^:::\s*\{\.callout-tip[^}]*collapse="true"[^}]*title="(?P<title>[^"]+)"\}""")
+TITLE = {"en": "Solution {id}", "ja": "解答例 {id}"}
+CHAPTERS = sorted(p.name for p in (ROOT / "chapters" / "en").glob("[0-9][0-9]-*.ipynb"))
+
+
+def cells(lang: str, name: str) -> list[dict]:
+    nb = json.loads((ROOT / "chapters" / lang / name).read_text(encoding="utf-8"))
+    return nb["cells"]
+
+
+def text(cell: dict) -> str:
+    source = cell["source"]
+    return "".join(source) if isinstance(source, list) else source
+
+
+def tags(cell: dict) -> set[str]:
+    return set(cell.get("metadata", {}).get("tags", []))
+
+
+def stdout(cell: dict) -> str:
+    return "".join("".join(o.get("text", "")) for o in cell.get("outputs", []) if o.get("output_type") == "stream")
+
+
+def exercise_cells(lang: str, name: str) -> tuple[dict[str, int], dict[str, int]]:
+    """(id -> index of its starter cell, id -> index of its solution cell) in one notebook."""
+    starters, solutions = {}, {}
+    for i, cell in enumerate(cells(lang, name)):
+        if cell["cell_type"] != "code":
+            continue
+        for m in CHECK_CALL.finditer(text(cell)):
+            where = starters if "exercise-starter" in tags(cell) else solutions
+            assert m["id"] not in where, f"{lang}/{name}: exercise {m['id']} is checked in two such cells"
+            where[m["id"]] = i
+    return starters, solutions
+
+
+@pytest.mark.parametrize("lang", ["en", "ja"])
+@pytest.mark.parametrize("name", CHAPTERS)
+def test_every_registered_exercise_is_in_its_chapter_with_starter_and_solution(lang, name):
+    chapter = int(name[:2])
+    starters, solutions = exercise_cells(lang, name)
+    registered = exercises.exercise_ids(chapter)
+    assert 3 <= len(registered) <= 5, f"chapter {chapter} has {len(registered)} exercises, not 3-5"
+    assert sorted(starters, key=float) == registered, f"{lang}/{name}: starter cells for {sorted(starters)}"
+    assert sorted(solutions, key=float) == registered, f"{lang}/{name}: solution cells for {sorted(solutions)}"
+    notebook = cells(lang, name)
+    for ident in registered:
+        starter, solution = notebook[starters[ident]], notebook[solutions[ident]]
+        assert STARTER_TAGS <= tags(starter), f"{lang}/{name}: starter of {ident} needs tags {STARTER_TAGS}"
+        assert starters[ident] < solutions[ident], f"{lang}/{name}: the solution of {ident} comes before its starter"
+        # The solution sits inside a collapsed callout: an opening markdown cell before it (with only
+        # solution code cells in between) and a closing ":::" after it.
+        opening = max(i for i in range(solutions[ident]) if notebook[i]["cell_type"] == "markdown")
+        m = CALLOUT.match(text(notebook[opening]).strip())
+        assert m, f"{lang}/{name}: the solution of {ident} is not inside a collapsed callout-tip"
+        assert m["title"] == TITLE[lang].format(id=ident), f"{lang}/{name}: callout title {m['title']!r}"
+        closing = min(i for i in range(solutions[ident] + 1, len(notebook)) if notebook[i]["cell_type"] == "markdown")
+        assert text(notebook[closing]).strip().startswith(":::"), f"{lang}/{name}: callout of {ident} not closed"
+        assert "nbval-skip" not in tags(solution) and "nbval-ignore-output" not in tags(solution), \
+            f"{lang}/{name}: nbval must run and compare the solution of {ident}"
+        assert stdout(solution).startswith(f"✓ {ident}:"), \
+            f"{lang}/{name}: the stored output of solution {ident} is not a pass: {stdout(solution)[:200]!r}"
+
+
+@pytest.mark.parametrize("ident", exercises.exercise_ids())
+def test_reference_passes_its_own_check(ident):
+    exercise = exercises.get(ident)
+    answer = exercise.reference if exercise.kind == "function" else exercise.reference()
+    found = exercises.result(ident, answer, lang="en")
+    assert found.passed, found.message
+
+
+def test_every_chapter_has_a_wrong_answer_test():
+    for name in CHAPTERS:
+        chapter = int(name[:2])
+        path = ROOT / "tests" / f"test_exercises_chapter{chapter}.py"
+        assert path.exists(), f"{path.name} is missing: it gives a wrong answer for each exercise of chapter {chapter}"
+
+
+def wrong_answers_rejected(wrong: dict, chapter: int) -> None:
+    """For the per-chapter tests: `wrong` maps each id of `chapter` to a deliberately wrong answer,
+    and each one is rejected with a message in both languages."""
+    assert sorted(wrong, key=float) == exercises.exercise_ids(chapter), "one wrong answer per exercise"
+    for ident, answer in wrong.items():
+        for lang, mark in (("en", "✗"), ("ja", "✗")):
+            found = exercises.result(ident, answer, lang=lang)
+            assert not found.passed, f"{ident}: a wrong answer passed"
+            assert found.message.startswith(f"{mark} {ident}:"), found.message
+        if exercises.get(ident).kind != "function":
+            value = exercises.get(ident).reference()
+            assert repr(value) not in found.message and str(value) not in found.message.split(":", 1)[1], \
+                f"{ident}: the message gives the answer away: {found.message}"
+
+
+# ---------------------------------------------------------------------------------------------
+# The machinery, on exercises registered only for these tests.
+
+@pytest.fixture
+def scratch(monkeypatch):
+    registry = dict(_core._REGISTRY)
+    monkeypatch.setattr(_core, "_REGISTRY", registry)
+    exercises.register(
+        Exercise(id="99.1", kind="function", reference=lambda x: 2 * x,
+                 inputs=lambda rng: {"x": jnp.asarray(rng.normal(size=3))}, edge_cases=({"x": jnp.zeros(1)},)),
+        Exercise(id="99.2", kind="number", reference=lambda: 751, atol=0, rtol=0),
+        Exercise(id="99.3", kind="choice", reference=lambda: "b", choices=("a", "b", "c")),
+    )
+    return registry
+
+
+def test_function_pass_and_first_failing_case(scratch):
+    assert exercises.result("99.1", lambda x: x + x).passed
+    found = exercises.result("99.1", lambda x: x + 1, lang="en")
+    assert not found.passed
+    assert "wrong on input 1 of 6" in found.message and "x = [0.]" in found.message
+    assert "expected: [0.]" in found.message and "got: [1.]" in found.message
+
+
+def test_messages_follow_the_page_language(scratch):
+    plotting.setup("ja")
+    try:
+        assert "番目の入力" in exercises.result("99.1", lambda x: x + 1).message
+        assert exercises.result("99.1", lambda x: 2 * x).message == "✓ 99.1: 6 通りの入力すべてで正解です。"
+    finally:
+        plotting.setup("en")
+    assert exercises.result("99.1", lambda x: 2 * x).message == "✓ 99.1: correct on all 6 inputs."
+
+
+def test_the_twins_print_the_same_numbers(scratch):
+    for answer in (lambda x: 2 * x, lambda x: x + 1, lambda x: None, lambda x: 1 / 0, lambda x: x[:0]):
+        en, ja = (exercises.result("99.1", answer, lang=lang).message for lang in ("en", "ja"))
+        assert re.findall(r"\d+", en.split("\n")[0]) == re.findall(r"\d+", ja.split("\n")[0]), (en, ja)
+
+
+def test_errors_none_shapes_and_non_functions_are_reported_not_raised(scratch):
+    assert "raised an error on input 1 of 6: ZeroDivisionError" in exercises.result("99.1", lambda x: 1 / 0).message
+    assert "returned None" in exercises.result("99.1", lambda x: None).message
+    assert "expected shape (1,), got shape (0,)" in exercises.result("99.1", lambda x: x[:0]).message
+    assert "must be a function" in exercises.result("99.1", 3).message
+
+
+def test_numbers_say_too_large_or_too_small_never_the_value(scratch):
+    assert exercises.result("99.2", 751).passed and exercises.result("99.2", 751.0).passed
+    large, small = exercises.result("99.2", 760).message, exercises.result("99.2", 700).message
+    assert "too large" in large and "too small" in small
+    assert "751" not in large + small
+    assert "must be a number" in exercises.result("99.2", "751").message
+    assert "must be a number" in exercises.result("99.2", True).message
+
+
+def test_choices(scratch):
+    assert exercises.result("99.3", "B").passed
+    assert "is not the answer" in exercises.result("99.3", "a").message
+    assert "must be one of" in exercises.result("99.3", "d").message
+
+
+def test_unknown_ids_and_languages_are_errors(scratch):
+    with pytest.raises(ValueError, match=r"exercise_id must be one of \['99.1', '99.2', '99.3'\], got '99.4'"):
+        exercises.result("99.4", 1)
+    with pytest.raises(ValueError, match="lang must be one of"):
+        exercises.result("99.1", 1, lang="de")
+    with pytest.raises(ValueError, match="registered twice"):
+        exercises.register(Exercise(id="99.1", kind="number", reference=lambda: 1))
+
+
+def test_check_prints_the_message(scratch, capsys):
+    exercises.check("99.2", 751, lang="en")
+    assert capsys.readouterr().out == "✓ 99.2: correct.\n"

@@ -3,6 +3,7 @@
     python bench/book_time.py                 # every notebook, cold then warm
     python bench/book_time.py chapters/en/04-multi-head-attention.ipynb chapters/ja/04-multi-head-attention.ipynb
     python bench/book_time.py --warm-only     # only the second pass (uses a cache filled by a first pass)
+    python bench/book_time.py --cells 3 ...   # also each notebook's 3 slowest cells
 
 Each notebook runs top to bottom in a fresh kernel, as nbval and ``tools.execute_notebooks`` run it, and
 nothing is written back. **Cold**: JAX's persistent compilation cache starts empty (a temporary folder),
@@ -32,23 +33,38 @@ from tools.bookcheck import notebooks  # noqa: E402
 NOTEBOOK_BUDGET, BOOK_BUDGET = 30.0, 240.0
 
 
-def run(path: Path, timeout: int = 300) -> float:
-    """Seconds to execute the notebook at ``path`` in a fresh kernel (outputs discarded)."""
+def run(path: Path, timeout: int = 300) -> tuple[float, list[tuple[float, int, str]]]:
+    """Seconds to execute the notebook at ``path`` in a fresh kernel (outputs discarded), and
+    (seconds, cell number from 1, first line) of each code cell, slowest first."""
     nb = nbformat.read(path, as_version=4)
+    starts: dict[int, float] = {}
+    cells: list[tuple[float, int, str]] = []
+
+    def on_start(cell, cell_index):
+        starts[cell_index] = time.perf_counter()
+
+    def on_executed(cell, cell_index, execute_reply):
+        first = next((line for line in cell.source.splitlines() if not line.startswith("#|")), "")
+        cells.append((time.perf_counter() - starts[cell_index], cell_index + 1, first[:60]))
+
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
-                            resources={"metadata": {"path": str(path.parent)}})
+                            resources={"metadata": {"path": str(path.parent)}},
+                            on_cell_start=on_start, on_cell_executed=on_executed)
     start = time.perf_counter()
     client.execute()
-    return time.perf_counter() - start
+    return time.perf_counter() - start, sorted(cells, reverse=True)
 
 
-def one_pass(label: str, paths: list[Path]) -> dict[Path, float]:
-    """Run every notebook once; print a line per notebook and the total."""
+def one_pass(label: str, paths: list[Path], slowest: int = 0) -> dict[Path, float]:
+    """Run every notebook once; print a line per notebook (and its slowest cells) and the total."""
     times = {}
     for path in paths:
-        times[path] = seconds = run(path)
+        seconds, cells = run(path)
+        times[path] = seconds
         flag = "  over budget" if seconds > NOTEBOOK_BUDGET else ""
         print(f"{label:5s} {seconds:6.1f} s  load {os.getloadavg()[0]:4.1f}  {path.relative_to(ROOT)}{flag}", flush=True)
+        for cell_seconds, number, first in cells[:slowest]:
+            print(f"        {cell_seconds:5.1f} s  cell {number:3d}  {first}", flush=True)
     total = sum(times.values())
     print(f"{label:5s} {total:6.1f} s  total of {len(paths)} notebooks (budget {BOOK_BUDGET:.0f} s)\n", flush=True)
     return times
@@ -59,18 +75,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("notebooks", nargs="*", type=Path, help="default: every notebook of the book")
     parser.add_argument("--warm-only", action="store_true",
                         help="skip the cold pass; use the cache of JAX_COMPILATION_CACHE_DIR (default .cache/jax)")
+    parser.add_argument("--cells", type=int, default=0, metavar="N", help="also print each notebook's N slowest cells")
     args = parser.parse_args(argv)
     paths = [p.resolve() for p in args.notebooks] or notebooks(ROOT)
     os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
     os.environ["JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"] = "0"
     if args.warm_only:
         os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(ROOT / ".cache" / "jax"))
-        one_pass("warm", paths)
+        one_pass("warm", paths, args.cells)
         return 0
     with tempfile.TemporaryDirectory(prefix="jax-cache-") as cache:
         os.environ["JAX_COMPILATION_CACHE_DIR"] = cache  # kernels inherit it
-        cold = one_pass("cold", paths)
-        warm = one_pass("warm", paths)
+        cold = one_pass("cold", paths, args.cells)
+        warm = one_pass("warm", paths, args.cells)
     print("notebook                                              cold s  warm s")
     for path in paths:
         print(f"{str(path.relative_to(ROOT)):52s} {cold[path]:7.1f} {warm[path]:7.1f}")

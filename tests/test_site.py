@@ -193,6 +193,16 @@ def test_a_stale_downloadable_notebook_is_found(broken: Path) -> None:
                         "differs from chapters/ja/01-positional-encoding.ipynb"]
 
 
+def test_an_unfolded_or_missing_solution_is_found(broken: Path) -> None:
+    page = broken / "en" / "chapters" / "en" / "03-masking.html"
+    edit(page, 'class="callout-1-contents callout-collapse collapse"', 'class="callout-1-contents callout-collapse collapse show"')
+    assert sitecheck.check_solutions(ROOT, broken) == [
+        "en/chapters/en/03-masking.html: the callout 'Solution 3.1' is not collapsed"]
+    edit(page, 'title="Solution 3.1"', 'title="Solution"')
+    assert sitecheck.check_solutions(ROOT, broken) == [
+        "en/chapters/en/03-masking.html: no callout titled 'Solution 3.1'"]
+
+
 # ---------------------------------------------------------------------------------------------
 # In a real browser: Debian's Chromium driven by Selenium
 

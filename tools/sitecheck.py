@@ -443,6 +443,47 @@ def check_notebook_links(root: Path, site: Path) -> list[str]:
     return problems
 
 
+SOLUTION_TITLE = {"en": "Solution {id}", "ja": "解答例 {id}"}
+CHECK_CALL = re.compile(r"""exercises\.check\(\s*["'](?P<id>\d+\.\d+)["']""")
+
+
+def solution_ids(root: Path, source: str) -> list[str]:
+    """Ids of the exercises whose solution (a code cell not tagged exercise-starter) the notebook checks."""
+    nb = json.loads((root / source).read_text(encoding="utf-8"))
+    return [m["id"] for cell in nb["cells"] if cell["cell_type"] == "code"
+            and "exercise-starter" not in cell.get("metadata", {}).get("tags", [])
+            for m in CHECK_CALL.finditer("".join(cell["source"]))]
+
+
+def check_solutions(root: Path, site: Path) -> list[str]:
+    """Each exercise's worked solution is on its chapter's page, folded: a collapsed callout-tip
+    titled "Solution N.k" (「解答例 N.k」) holding the solution's code and its ✓ output."""
+    problems = []
+    for lang in LANGS:
+        for page in book_pages(root, lang):
+            path = site / lang / page.html
+            if not page.source.endswith(".ipynb") or not path.is_file():
+                continue
+            where = f"{lang}/{page.html}"
+            callouts = {e.attrs.get("title", ""): e for e in main_content(parse(path)).find_all("div", "callout-tip")}
+            for ident in solution_ids(root, page.source):
+                title = SOLUTION_TITLE[lang].format(id=ident)
+                callout = callouts.get(title)
+                if callout is None:
+                    problems.append(f"{where}: no callout titled {title!r}")
+                    continue
+                bodies = callout.find_all("div", "callout-collapse")
+                if not bodies or "show" in bodies[0].classes or "collapse" not in bodies[0].classes:
+                    problems.append(f"{where}: the callout {title!r} is not collapsed")
+                    continue
+                text = bodies[0].text()
+                if not re.search(r"""exercises\.check\(\s*["']%s["']""" % re.escape(ident), text):
+                    problems.append(f"{where}: the callout {title!r} does not hold the solution's check")
+                if f"✓ {ident}:" not in text:
+                    problems.append(f"{where}: the callout {title!r} does not show the check's ✓ output")
+    return problems
+
+
 CHECKS: tuple[Callable[[Path, Path], list[str]], ...] = (
     check_pages,
     check_numbering,
@@ -453,6 +494,7 @@ CHECKS: tuple[Callable[[Path, Path], list[str]], ...] = (
     check_languages,
     check_search_index,
     check_notebook_links,
+    check_solutions,
 )
 
 

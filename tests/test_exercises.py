@@ -193,3 +193,11 @@ def test_unknown_ids_and_languages_are_errors(scratch):
 def test_check_prints_the_message(scratch, capsys):
     exercises.check("99.2", 751, lang="en")
     assert capsys.readouterr().out == "✓ 99.2: correct.\n"
+
+
+def test_a_zero_one_array_is_not_a_mask(monkeypatch):
+    monkeypatch.setattr(_core, "_REGISTRY", dict(_core._REGISTRY))
+    exercises.register(Exercise(id="99.4", kind="function", reference=lambda T: jnp.ones((T, T), dtype=bool),
+                                edge_cases=({"T": 2},)))
+    message = exercises.result("99.4", lambda T: jnp.ones((T, T), dtype=jnp.int32), lang="en").message
+    assert "(expected dtype bool, got dtype int32)" in message

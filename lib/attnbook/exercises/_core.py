@@ -108,6 +108,7 @@ _MESSAGES = {
     "expected": ("  expected:", "  期待される値:"),
     "got": ("  got:", "  あなたの答え:"),
     "shape": ("  (expected shape {expected}, got shape {got})", "  （期待される形は {expected}、あなたの答えは {got}）"),
+    "dtype": ("  (expected dtype {expected}, got dtype {got})", "  （期待される dtype は {expected}、あなたの答えは {got}）"),
     "returned_none": ("✗ {id}: your function returned None on input {i} of {n}: is it written yet?",
                       "✗ {id}: {i} 番目の入力（全 {n} 通り）であなたの関数が None を返しました。まだ書きかけでは？"),
     "not_function": ("✗ {id}: the answer must be a function; got {got}.",
@@ -152,7 +153,7 @@ def _line(label: str, text: str) -> str:
 
 
 def _agree(exercise: Exercise, expected: Any, got: Any) -> tuple[bool, str]:
-    """Whether `got` matches `expected`; the second item describes a shape mismatch, if any."""
+    """Whether `got` matches `expected`, and a hint when the shapes or the kind of values differ."""
     if exercise.compare is not None:
         return bool(exercise.compare(expected, got)), ""
     want, want_tree = jax.tree_util.tree_flatten(expected)
@@ -162,9 +163,11 @@ def _agree(exercise: Exercise, expected: Any, got: Any) -> tuple[bool, str]:
     for w, h in zip(want, have):
         w, h = np.asarray(w), np.asarray(h)
         if w.shape != h.shape:
-            return False, f"{w.shape}|{h.shape}"
-        if w.dtype == bool or h.dtype == bool:
-            if h.dtype != w.dtype or not np.array_equal(w, h):
+            return False, f"shape|{w.shape}|{h.shape}"
+        if (w.dtype == bool) != (h.dtype == bool):  # a 0/1 array is not a mask
+            return False, f"dtype|{w.dtype}|{h.dtype}"
+        if w.dtype == bool:
+            if not np.array_equal(w, h):
                 return False, ""
         elif not np.allclose(h, w, rtol=exercise.rtol, atol=exercise.atol, equal_nan=True):
             return False, ""
@@ -189,15 +192,15 @@ def _check_function(exercise: Exercise, answer: Any, lang: str, seed: int) -> Re
             return Result(False, message + "\n" + _line(_say("input", lang), _show_inputs(kwargs)))
         if got is None and expected is not None:
             return Result(False, _say("returned_none", lang, id=ident, i=i, n=n))
-        same, shapes = _agree(exercise, expected, got)
+        same, hint = _agree(exercise, expected, got)
         if not same:
             lines = [_say("fail", lang, id=ident, i=i, n=n),
                      _line(_say("input", lang), _show_inputs(kwargs)),
                      _line(_say("expected", lang), _show(expected)),
                      _line(_say("got", lang), _show(got))]
-            if shapes:
-                want, have = shapes.split("|")
-                lines.append(_say("shape", lang, expected=want, got=have))
+            if hint:
+                what, want, have = hint.split("|")
+                lines.append(_say(what, lang, expected=want, got=have))
             return Result(False, "\n".join(lines))
     return Result(True, _say("pass", lang, id=ident, n=n))
 

@@ -7,21 +7,9 @@ In a notebook::
 
 prints either a confirmation or the first failing case, in the page's language. The machinery is
 in :mod:`attnbook.exercises._core`; each ``chapterN`` module registers its chapter's exercises and
-their reference answers.
+their reference answers, and is imported the first time one of its exercises is asked for.
 """
 
 from attnbook.exercises._core import Exercise, Result, check, exercise_ids, get, register, result
-
-# Importing a chapter's module registers its exercises.
-from attnbook.exercises import (  # noqa: E402,F401  (imported for their registrations)
-    chapter1,
-    chapter2,
-    chapter3,
-    chapter4,
-    chapter5,
-    chapter6,
-    chapter7,
-    chapter8,
-)
 
 __all__ = ["Exercise", "Result", "check", "exercise_ids", "get", "register", "result"]

@@ -10,7 +10,10 @@ never prints the expected value: that would be the solution.
 from __future__ import annotations
 
 import dataclasses
+import importlib
+import importlib.util
 import math
+import pkgutil
 from typing import Any, Callable, Sequence
 
 import jax
@@ -79,14 +82,33 @@ def register(*exercises: Exercise) -> None:
         _REGISTRY[exercise.id] = exercise
 
 
+def _load(chapter: int | None) -> None:
+    """Import the module of `chapter` (of every chapter if None), which registers its exercises.
+
+    Loaded on first use, so that a chapter's notebook imports only its own chapter's references
+    (and the library modules they need), not those of the whole book.
+    """
+    import attnbook.exercises as package
+
+    names = [f"chapter{chapter}"] if chapter is not None else \
+        [m.name for m in pkgutil.iter_modules(package.__path__) if m.name.startswith("chapter")]
+    for name in names:
+        if importlib.util.find_spec(f"attnbook.exercises.{name}") is not None:
+            importlib.import_module(f"attnbook.exercises.{name}")
+
+
 def exercise_ids(chapter: int | None = None) -> list[str]:
     """The registered ids, in order; only those of `chapter` when it is given."""
+    _load(chapter)
     ids = sorted(_REGISTRY, key=lambda i: tuple(int(p) for p in i.split(".")))
     return [i for i in ids if chapter is None or i.split(".")[0] == str(chapter)]
 
 
 def get(exercise_id: str) -> Exercise:
     """The exercise with this id; a ValueError lists the ids of its chapter if there is none."""
+    chapter = str(exercise_id).split(".")[0] if isinstance(exercise_id, str) else ""
+    if chapter.isdigit():
+        _load(int(chapter))
     if not isinstance(exercise_id, str) or exercise_id not in _REGISTRY:
         chapter = str(exercise_id).split(".")[0]
         known = exercise_ids(int(chapter)) if chapter.isdigit() else exercise_ids()

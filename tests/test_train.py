@@ -114,3 +114,13 @@ def test_eval_every_records_the_same_losses_less_often():
     with pytest.raises(ValueError, match="eval_every.*steps=60.*7"):
         train.fit(SelfAttention(4, 6, 3, key=jax.random.key(0)), loss, train_set, optimizer=opt, steps=60,
                   batch_size=50, key=jax.random.key(1), eval_every=7)
+
+
+def test_minibatch_shuffles_compiled_without_backend_optimisations_are_the_same():
+    """train._minibatch_indices turns XLA's backend optimisations off to compile faster: same indices."""
+    from attnbook import train as train_module
+
+    default = jax.jit(train_module._minibatch_indices.__wrapped__, static_argnums=(1, 2, 3))
+    for n in (7, 1000, 1201):
+        key = jax.random.key(n)
+        np.testing.assert_array_equal(train_module._minibatch_indices(key, n, 5, 300), default(key, n, 5, 300))

@@ -201,3 +201,8 @@ def test_a_zero_one_array_is_not_a_mask(monkeypatch):
                                 edge_cases=({"T": 2},)))
     message = exercises.result("99.4", lambda T: jnp.ones((T, T), dtype=jnp.int32), lang="en").message
     assert "(expected dtype bool, got dtype int32)" in message
+
+
+def test_an_unedited_starter_is_told_to_answer(scratch):
+    assert exercises.result("99.2", ..., lang="en").message == "✗ 99.2: no answer yet: replace the ... with yours."
+    assert "まだ答えがありません" in exercises.result("99.1", ..., lang="ja").message

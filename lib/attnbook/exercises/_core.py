@@ -133,6 +133,8 @@ _MESSAGES = {
     "dtype": ("  (expected dtype {expected}, got dtype {got})", "  （期待される dtype は {expected}、あなたの答えは {got}）"),
     "returned_none": ("✗ {id}: your function returned None on input {i} of {n}: is it written yet?",
                       "✗ {id}: {i} 番目の入力（全 {n} 通り）であなたの関数が None を返しました。まだ書きかけでは？"),
+    "unanswered": ("✗ {id}: no answer yet: replace the ... with yours.",
+                   "✗ {id}: まだ答えがありません。... をあなたの答えに置き換えてください。"),
     "not_function": ("✗ {id}: the answer must be a function; got {got}.",
                      "✗ {id}: 答えは関数で渡してください。渡されたもの: {got}"),
     "not_number": ("✗ {id}: the answer must be a number; got {got}.",
@@ -229,18 +231,17 @@ def _check_function(exercise: Exercise, answer: Any, lang: str, seed: int) -> Re
 
 def _check_value(exercise: Exercise, answer: Any, lang: str) -> Result:
     ident = exercise.id
-    expected = exercise.reference()
     if exercise.kind == "choice":
         if not any(_same_choice(answer, c) for c in exercise.choices):
             return Result(False, _say("not_choice", lang, id=ident, choices=list(exercise.choices),
                                       got=_show(answer)))
-        if _same_choice(answer, expected):
+        if _same_choice(answer, exercise.reference()):
             return Result(True, _say("pass_value", lang, id=ident))
         return Result(False, _say("wrong_choice", lang, id=ident, got=_show(answer)))
     if isinstance(answer, bool) or not isinstance(answer, (int, float, np.number)) \
             and not (isinstance(answer, (np.ndarray, jax.Array)) and np.ndim(answer) == 0):
         return Result(False, _say("not_number", lang, id=ident, got=_show(answer)))
-    value = float(answer)
+    value, expected = float(answer), exercise.reference()
     if math.isclose(value, float(expected), rel_tol=exercise.rtol, abs_tol=exercise.atol):
         return Result(True, _say("pass_value", lang, id=ident))
     key = "too_large" if value > float(expected) else "too_small"
@@ -259,6 +260,8 @@ def result(exercise_id: str, answer: Any, *, lang: str | None = None, seed: int 
     lang = plotting.language() if lang is None else lang
     if lang not in plotting.LANGUAGES:
         raise ValueError(f"lang must be one of {plotting.LANGUAGES}, got {lang!r}")
+    if answer is Ellipsis:  # the starter cell, not yet edited
+        return Result(False, _say("unanswered", lang, id=exercise.id))
     if exercise.kind == "function":
         return _check_function(exercise, answer, lang, seed)
     return _check_value(exercise, answer, lang)

@@ -1,0 +1,90 @@
+"""Chapter 4's exercises reject a deliberately wrong answer each (see tests/test_exercises.py), and
+their references agree with independent computations and with the chapter's stored results."""
+
+import json
+import re
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+from attnbook import exercises
+from attnbook.mha import MultiHeadAttention, parameter_count
+from test_exercises import wrong_answers_rejected
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def heads_by_hand(layer, x_q, x_kv, mask):
+    """Multi-head attention in NumPy (float64), the book's conventions for queries that see nothing."""
+    w = {name: np.asarray(getattr(layer, name), dtype=np.float64) for name in ["w_q", "b_q", "w_k", "b_k", "w_v", "b_v", "w_o", "b_o"]}
+    mask = np.asarray(mask)
+    q = np.einsum("td,dhk->htk", x_q, w["w_q"]) + w["b_q"][:, None]
+    k = np.einsum("sd,dhk->hsk", x_kv, w["w_k"]) + w["b_k"][:, None]
+    v = np.einsum("sd,dhv->hsv", x_kv, w["w_v"]) + w["b_v"][:, None]
+    scores = np.where(mask, np.einsum("htk,hsk->hts", q, k) / np.sqrt(q.shape[-1]), -np.inf)
+    top = scores.max(axis=-1, keepdims=True)
+    e = np.where(mask, np.exp(scores - np.where(np.isfinite(top), top, 0.0)), 0.0)
+    total = e.sum(axis=-1, keepdims=True)
+    weights = e / np.where(total > 0, total, 1.0)
+    shares = np.einsum("hts,hsv,hvo->hto", weights, v, w["w_o"])  # (heads, Tq, d_out)
+    return shares, weights, w["b_o"], mask.any(axis=(0, 2))
+
+
+def bias_per_head(layer, x_q, x_kv, mask):  # source 004's loop: b_o added once per head
+    shares, weights, b_o, sees = heads_by_hand(layer, x_q, x_kv, mask)
+    return np.where(sees[:, None], (shares + b_o).sum(axis=0), 0.0), weights
+
+
+def standard_count(d_model, heads, key_dim, value_dim, d_out, key_bias_positions):  # forgets the key bias
+    return 2 * (d_model + 1) * heads * key_dim + (d_model + 1) * heads * value_dim + (heads * value_dim + 1) * d_out
+
+
+WRONG = {
+    "4.1": bias_per_head,
+    "4.2": standard_count,
+    "4.3": "D",  # "more heads, more parameters, and 8 heads must do better"
+    "4.4": lambda T: T / (12 * (T - 1)),  # the variance of x_2 minus the mean of the *other* tokens
+}
+
+
+def test_wrong_answers_are_rejected():
+    wrong_answers_rejected(WRONG, chapter=4)
+
+
+def test_the_right_hand_written_layer_passes():
+    def by_hand(layer, x_q, x_kv, mask):
+        shares, weights, b_o, sees = heads_by_hand(layer, x_q, x_kv, mask)
+        return np.where(sees[:, None], shares.sum(axis=0) + b_o, 0.0), weights
+    assert exercises.result("4.1", by_hand).passed
+
+
+@pytest.mark.parametrize("sizes", [(7, 3, 8, 8, 7, None), (7, 8, 7, 7, 7, 5), (14, 8, 7, 7, 7, None), (3, 2, 4, 1, 5, 6)])
+def test_parameter_count_is_the_docstring_formula(sizes):
+    d_model, heads, key_dim, value_dim, d_out, positions = sizes
+    formula = standard_count(*sizes) + ((positions or 1) - 1) * heads * key_dim
+    assert exercises.get("4.2").reference(*sizes) == formula
+
+
+def stored_stdout(lang, cell_id):
+    nb = json.loads((ROOT / "chapters" / lang / "04-multi-head-attention.ipynb").read_text(encoding="utf-8"))
+    cell = next(c for c in nb["cells"] if c.get("id") == cell_id)
+    return "".join("".join(o.get("text", "")) for o in cell["outputs"] if o["output_type"] == "stream")
+
+
+def test_ablation_answer_follows_from_the_counts_and_the_stored_losses():
+    text = stored_stdout("en", "c45")
+    one_head = float(re.search(r"^1 head:\s+([\d.]+)", text, re.M)[1])
+    key_dim_1 = float(re.search(r"^key_dim 1:\s+([\d.]+)", text, re.M)[1])
+    count = lambda **kw: parameter_count(MultiHeadAttention(7, d_out=7, key_bias_positions=5, key=jax.random.key(0), **kw))
+    fewer = count(num_heads=1, key_dim=7) < count(num_heads=8, key_dim=1)
+    lower = one_head < key_dim_1
+    answer = {(True, True): "B", (False, True): "A", (False, False): "C", (True, False): "D"}[fewer, lower]
+    assert answer == exercises.get("4.3").reference()
+
+
+def test_floor_is_what_the_mean_of_the_tokens_reaches():
+    xs = np.random.default_rng(0).random((40_000, 8, 7))
+    mse = np.mean((xs.mean(axis=1) - xs[:, 1]) ** 2)
+    assert abs(mse - exercises.get("4.4").reference(8)) < 0.001

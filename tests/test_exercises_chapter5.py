@@ -43,6 +43,7 @@ WRONG = {
     "5.2": conv_bias_transposed,
     "5.3": full_separate_maxima,
     "5.4": 2.74 * 3072 / math.log(2),  # divided by ln 2 where nats = bits x ln 2
+    "5.5": "A",  # "smoothing only wastes probability on unseen values"
 }
 
 
@@ -94,3 +95,18 @@ def test_stable_edge_cases_really_break_the_cheap_shifts():
         assert np.all(np.isfinite(ours))
     late, negative = exercises.get("5.3").edge_cases
     assert not np.all(np.isfinite(full_separate_maxima(**negative)))
+
+
+def test_the_unsmoothed_per_position_baseline_is_infinite():
+    """5.5's answer, from the chapter's data and split: some test pixels take a value never seen at their position."""
+    from sklearn.datasets import load_digits
+
+    pixels = load_digits().images.reshape(-1, 64).astype(np.int32)
+    order = np.random.default_rng(5).permutation(len(pixels))
+    test_pixels, train_pixels = pixels[order[:400]], pixels[order[400:]]
+    counts = np.stack([np.bincount(train_pixels[:, i], minlength=17) for i in range(64)])
+    probability = (counts / counts.sum(axis=1, keepdims=True))[np.arange(64), test_pixels]
+    assert (probability == 0).sum() == 7  # of 25600 test pixels, as the notebook prints
+    assert exercises.get("5.5").reference() == "C"
+    smoothed = (counts + 1) / (counts + 1).sum(axis=1, keepdims=True)
+    assert round(float(-np.log2(smoothed[np.arange(64), test_pixels]).mean()), 2) == 2.44

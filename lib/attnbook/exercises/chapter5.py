@@ -105,4 +105,13 @@ register(
         rtol=1e-3,
         atol=0.0,
     ),
+    # 5.5 (explore): the per-position baseline of the digits experiment without its add-one smoothing:
+    # (A) a little below 2.44, (B) a little above, (C) infinite. Some (position, value) pairs of the test
+    # images never occur in the training images: probability 0, -log2 0 = inf (checked in the tests).
+    Exercise(
+        id="5.5",
+        kind="choice",
+        reference=lambda: "C",
+        choices=("A", "B", "C"),
+    ),
 )

@@ -1,9 +1,7 @@
 """Exercises of chapter 3 (masking)."""
 
-import jax.numpy as jnp
 import numpy as np
 
-from attnbook.attention import scaled_dot_product_attention
 from attnbook.data import MARKOV_TRANSITION
 from attnbook.exercises._core import Exercise, register
 from attnbook.masking import causal_mask
@@ -119,7 +117,8 @@ register(
         choices=("nan", "uniform", "zero"),
     ),
     # 3.4 (implement): the perturbation test of causality: which input rows each output row of a
-    # model depends on, (T, T) bool; the reference reads it from the exact Jacobian.
+    # black-box model (NumPy attention layers) depends on, (T, T) bool; the reference reads it from
+    # the masks, and the tests check that against the Jacobian.
     Exercise(
         id="3.4",
         kind="function",

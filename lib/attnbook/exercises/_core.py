@@ -160,7 +160,15 @@ def _show(value: Any) -> str:
         return np.array2string(array, precision=3, suppress_small=True, threshold=64, edgeitems=3)
     if isinstance(value, float):
         return f"{value:.6g}"
-    if isinstance(value, (tuple, list)):
+    if isinstance(value, list):  # nested lists of numbers print as the array they stand for
+        try:
+            array = np.asarray(value)
+        except (ValueError, TypeError):  # ragged
+            array = None
+        if array is not None and (np.issubdtype(array.dtype, np.number) or array.dtype == bool):
+            return "list " + _show(array)
+        return "[" + ", ".join(_show(v) for v in value) + "]"
+    if isinstance(value, tuple):
         return "(" + ", ".join(_show(v) for v in value) + ")"
     return repr(value)
 

@@ -46,6 +46,7 @@ WRONG = {
     "4.2": standard_count,
     "4.3": "D",  # "more heads, more parameters, and 8 heads must do better"
     "4.4": lambda T: T / (12 * (T - 1)),  # the variance of x_2 minus the mean of the *other* tokens
+    "4.5": 1 / 12,  # the variance of one token, as if the layer predicted a constant
 }
 
 
@@ -88,3 +89,8 @@ def test_floor_is_what_the_mean_of_the_tokens_reaches():
     xs = np.random.default_rng(0).random((40_000, 8, 7))
     mse = np.mean((xs.mean(axis=1) - xs[:, 1]) ** 2)
     assert abs(mse - exercises.get("4.4").reference(8)) < 0.001
+
+
+def test_new_target_loss_is_that_of_predicting_the_wrong_token():
+    xs = np.random.default_rng(1).random((40_000, 5, 7))
+    assert abs(np.mean((xs[:, 1] - xs[:, 3]) ** 2) - exercises.get("4.5").reference()) < 0.002

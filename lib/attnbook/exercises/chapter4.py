@@ -126,4 +126,14 @@ register(
         rtol=1e-6,
         atol=0,
     ),
+    # 4.5 (explore, number): the key-bias layer trained on 'replace by token 2', evaluated on
+    # 'replace by token 4' without retraining: it still outputs token 2, so its expected loss is
+    # E[(x_2 - x_4)^2] = 2 sigma^2 = 1/6 (a measured value within 5% passes too).
+    Exercise(
+        id="4.5",
+        kind="number",
+        reference=lambda: 2 / 12,
+        rtol=0.05,
+        atol=0,
+    ),
 )

@@ -40,6 +40,22 @@ def test_naive_softmax_fails_on_large_scores():
     assert not found.passed and "wrong on input 2 of" in found.message
 
 
+def test_attention_pair_as_tuple_or_list():
+    """2.1 accepts the pair as a list and in float64 NumPy; the pair swapped or a lone array is wrong."""
+    def by_numpy(q, k, v):
+        q, k, v = (np.asarray(a, dtype=np.float64) for a in (q, k, v))
+        scores = q @ k.T / np.sqrt(q.shape[1])
+        e = np.exp(scores - scores.max(axis=1, keepdims=True))
+        weights = e / e.sum(axis=1, keepdims=True)
+        return weights @ v, weights
+
+    assert exercises.result("2.1", by_numpy, lang="en").passed
+    assert exercises.result("2.1", lambda q, k, v: list(by_numpy(q, k, v)), lang="en").passed
+    assert not exercises.result("2.1", lambda q, k, v: by_numpy(q, k, v)[::-1], lang="en").passed
+    assert not exercises.result("2.1", lambda q, k, v: by_numpy(q, k, v)[0], lang="en").passed
+    assert not exercises.result("2.1", lambda q, k, v: (*by_numpy(q, k, v), None), lang="en").passed
+
+
 def test_unscaled_gradient_reference_matches_the_chapters_experiment():
     """2.2's shortcut (|q| from a chi distribution) agrees with drawing q and k, at d = 64."""
     rng = np.random.default_rng(1)

@@ -206,3 +206,16 @@ def test_a_zero_one_array_is_not_a_mask(monkeypatch):
 def test_an_unedited_starter_is_told_to_answer(scratch):
     assert exercises.result("99.2", ..., lang="en").message == "✗ 99.2: no answer yet: replace the ... with yours."
     assert "まだ答えがありません" in exercises.result("99.1", ..., lang="ja").message
+
+
+def test_lists_count_as_tuples_or_arrays_and_nan_is_not_a_number(monkeypatch):
+    monkeypatch.setattr(_core, "_REGISTRY", dict(_core._REGISTRY))
+    exercises.register(
+        Exercise(id="99.5", kind="function", reference=lambda n: (jnp.ones(n), jnp.eye(n)), edge_cases=({"n": 2},)),
+        Exercise(id="99.6", kind="function", reference=lambda n: jnp.eye(n), edge_cases=({"n": 2},)),
+        Exercise(id="99.7", kind="number", reference=lambda: 0.5),
+    )
+    assert exercises.result("99.5", lambda n: [jnp.ones(n), jnp.eye(n)]).passed
+    assert not exercises.result("99.5", lambda n: [jnp.eye(n), jnp.ones(n)]).passed
+    assert exercises.result("99.6", lambda n: [[1.0, 0.0], [0.0, 1.0]]).passed
+    assert "must be a number; got nan" in exercises.result("99.7", float("nan"), lang="en").message

@@ -5,6 +5,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from attnbook import exercises
 from attnbook import transformer as tf
 from attnbook.aft import count_parameters
 from attnbook.exercises import chapter7
@@ -64,3 +65,31 @@ def test_score_counts_by_simulating_the_decoders():
         cached = sum(n for _ in range(n))  # every step: one query against the whole preallocated cache
         written = sum(t + 1 for t in range(n))  # one query against rows 0..t
         assert chapter7.score_counts(n) == (recompute, cached, written)
+
+
+def eps_outside_the_root(x, gamma, beta, w1, b1, w2, b2):
+    # (x - mu) / (sigma + eps): also finite on a constant token, but 4% off on the check's token of variance ~1e-4
+    mu = x.mean(axis=-1, keepdims=True)
+    h = gamma * (x - mu) / (x.std(axis=-1, keepdims=True) + 1e-5) + beta
+    return x + jnp.maximum(0.0, h @ w1 + b1) @ w2 + b2
+
+
+def standardized(x, gamma, beta, w1, b1, w2, b2):
+    # right, with the variance computed as E[x^2] - mu^2 (jax.nn.standardize), in float64 NumPy for the output
+    h = gamma * jax.nn.standardize(x, axis=-1, epsilon=1e-5) + beta
+    return np.asarray(x + jax.nn.relu(h @ w1 + b1) @ w2 + b2, dtype=np.float64)
+
+
+def test_layer_norm_eps_is_checked_inside_the_root():
+    assert not exercises.result("7.1", eps_outside_the_root, lang="en").passed
+    assert exercises.result("7.1", standardized, lang="en").passed
+
+
+def test_a_list_is_as_good_as_a_tuple():
+    masks = lambda T, S, target_length, source_length: list(chapter7.decoder_masks(T, S, target_length, source_length))
+    assert exercises.result("7.3", masks, lang="en").passed
+    assert exercises.result("7.4", lambda n: list(chapter7.score_counts(n)), lang="en").passed
+    as_ints = lambda T, S, target_length, source_length: tuple(
+        m.astype(int) for m in chapter7.decoder_masks(T, S, target_length, source_length))
+    assert not exercises.result("7.3", as_ints, lang="en").passed  # 0/1 arrays are not masks
+    assert not exercises.result("7.4", lambda n: chapter7.score_counts(n)[:2], lang="en").passed

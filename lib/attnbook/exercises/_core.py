@@ -13,6 +13,7 @@ import dataclasses
 import importlib
 import importlib.util
 import math
+import numbers
 import pkgutil
 from typing import Any, Callable, Sequence
 
@@ -143,8 +144,8 @@ _MESSAGES = {
     "too_small": ("✗ {id}: {got} is too small.", "✗ {id}: {got} は小さすぎます。"),
     "not_choice": ("✗ {id}: the answer must be one of {choices}; got {got}.",
                    "✗ {id}: 答えは {choices} のどれかです。渡されたもの: {got}"),
-    "wrong_choice": ("✗ {id}: {got} is not the answer. Run the experiment and look again.",
-                     "✗ {id}: {got} ではありません。実験を実行して、もう一度確かめてください。"),
+    "wrong_choice": ("✗ {id}: {got} is not the answer; look again at what the chapter measured.",
+                     "✗ {id}: {got} ではありません。章で測った結果をもう一度見てください。"),
 }
 
 
@@ -264,7 +265,7 @@ def _check_value(exercise: Exercise, answer: Any, lang: str) -> Result:
         if _same_choice(answer, exercise.reference()):
             return Result(True, _say("pass_value", lang, id=ident))
         return Result(False, _say("wrong_choice", lang, id=ident, got=_show(answer)))
-    if isinstance(answer, bool) or not isinstance(answer, (int, float, np.number)) \
+    if isinstance(answer, (bool, np.bool_)) or not isinstance(answer, (numbers.Real, np.number)) \
             and not (isinstance(answer, (np.ndarray, jax.Array)) and np.ndim(answer) == 0):
         return Result(False, _say("not_number", lang, id=ident, got=_show(answer)))
     value, expected = float(answer), exercise.reference()

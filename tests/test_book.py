@@ -260,6 +260,14 @@ def test_duplicate_label(book, pair):
     assert mentions(problems, name(book, en), "sec-twice", "already defined")
 
 
+def test_label_defined_in_two_chapters(book):
+    """Quarto resolves labels book-wide: chapter 4's @sec-ablations once led to chapter 7's section."""
+    first, second = (p for p, _ in list(bookcheck.twin_pairs(book))[:2])
+    problems = new_problems(bookcheck.check_cross_references, book, lambda: (
+        add_markdown(first, "## Here {#sec-shared-name}"), add_markdown(second, "## There {#sec-shared-name}")))
+    assert mentions(problems, name(book, second), "sec-shared-name", f"already defined in {name(book, first)}")
+
+
 def test_japanese_reference_glued_to_text(book, pair):
     _, ja = pair
     problems = new_problems(bookcheck.check_cross_references, book, lambda: add_markdown(

@@ -409,11 +409,19 @@ def references(path: Path) -> Iterator[tuple[str, str, str | None]]:
 
 
 def check_cross_references(root: Path) -> list[str]:
-    """Every reference has a label in the same document, and no label is defined twice."""
+    """Every reference has a label in the same document, and no label is defined twice, in one
+    document or in two documents of one edition (Quarto resolves labels book-wide: a reference to a
+    label that two chapters define leads to one of them, silently)."""
     problems = []
+    owner: dict[tuple[str | None, str], str] = {}
     for path in documents(root):
         name = rel(root, path)
         defined = labels(path)
+        for where, label in defined:
+            first = owner.setdefault((language_of(root, path), label), name)
+            if first != name:
+                problems.append(f"{at(name, where)}: label {label} is already defined in {first}; "
+                                "labels must be unique in the book (Quarto would resolve references to one of them)")
         seen: dict[str, str] = {}
         for where, label in defined:
             if label in seen:

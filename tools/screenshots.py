@@ -2,6 +2,7 @@
 
     python -m tools.screenshots OUT          # after bash tools/build_site.sh
     python -m tools.screenshots OUT --pages en/chapters/en/03-masking.html --widths 390
+    python -m tools.screenshots OUT --unfold ...   # the exercises' solutions shown open
 
 For authors, to look at the site as readers do (headless Chromium from Debian). The pages load
 MathJax from a CDN, which machines without internet cannot reach, so the tool serves a temporary
@@ -53,15 +54,22 @@ def local_mathjax() -> Path:
     return target
 
 
-def site_copy(site: Path, into: Path) -> Path:
-    """A copy of the site whose pages load MathJax from /mathjax/es5/ on the same server."""
+FOLDED = re.compile(r'(class="callout-\d+-contents callout-collapse collapse)(")')
+
+
+def site_copy(site: Path, into: Path, unfold: bool = False) -> Path:
+    """A copy of the site whose pages load MathJax from /mathjax/es5/ on the same server; with
+    `unfold`, every collapsed callout (the exercises' solutions) is shown open."""
     copy = into / "site"
     shutil.copytree(site, copy)
     shutil.copytree(local_mathjax() / "es5", copy / "mathjax" / "es5")
     for page in copy.rglob("*.html"):
         text = page.read_text(encoding="utf-8")
-        if MATHJAX_CDN.search(text):
-            page.write_text(MATHJAX_CDN.sub("/mathjax/es5/", text), encoding="utf-8")
+        new = MATHJAX_CDN.sub("/mathjax/es5/", text)
+        if unfold:
+            new = FOLDED.sub(r"\1 show\2", new)
+        if new != text:
+            page.write_text(new, encoding="utf-8")
     return copy
 
 
@@ -117,6 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pages", nargs="*", help="pages inside the site (default: every page and the chooser)")
     parser.add_argument("--widths", nargs="*", type=int, default=[1280, 390])
     parser.add_argument("--max-height", type=int, default=2400)
+    parser.add_argument("--unfold", action="store_true", help="show the folded solutions of the exercises open")
     args = parser.parse_args(argv)
     if not args.site.is_dir():
         print(f"screenshots: {args.site} does not exist; run bash tools/build_site.sh", file=sys.stderr)
@@ -125,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{lang}/{p.html}" for lang in sitecheck.LANGS for p in sitecheck.book_pages(ROOT, lang)]
     args.out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
-        copy = site_copy(args.site, Path(tmp))
+        copy = site_copy(args.site, Path(tmp), unfold=args.unfold)
         handler = functools.partial(QuietHandler, directory=str(copy))
         httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
         threading.Thread(target=httpd.serve_forever, daemon=True).start()

@@ -40,6 +40,32 @@ def test_wrong_answers_are_rejected():
     wrong_answers_rejected(WRONG, chapter=3)
 
 
+def perturb_with_tolerance(f, x):  # a correct answer, by another route: a small nudge and a tolerance
+    base, T = f(x), x.shape[0]
+    dependence = np.zeros((T, T), dtype=bool)
+    for j in range(T):
+        moved = np.array(x, dtype=np.float64)
+        moved[j] += 1e-3
+        dependence[:, j] = np.any(np.abs(f(moved) - base) > 1e-9, axis=1)
+    return dependence
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_every_allowed_dependence_is_visible_to_a_perturbation(seed):
+    """No softmax of the check's models saturates: moving an input row by 1 moves every output row
+    that the masks let depend on it by more than MIN_CHANGE, and a perturbation test passes."""
+    exercise = exercises.get("3.4")
+    rng = np.random.default_rng(seed)
+    for case in [dict(c) for c in exercise.edge_cases] + [exercise.inputs(rng) for _ in range(exercise.cases)]:
+        f, x = case["f"], case["x"]
+        for j in range(x.shape[0]):
+            moved = np.array(x)
+            moved[j] += 1.0
+            change = np.abs(f(moved) - f(x)).max(axis=1)
+            assert np.all(change[f.dependence()[:, j]] > chapter3.AttentionStack.MIN_CHANGE), (f, j)
+    assert exercises.result("3.4", perturb_with_tolerance, seed=seed).passed
+
+
 def test_the_transposed_mask_is_rejected_too():
     found = exercises.result("3.2", lambda lengths, T: np.swapaxes(chapter3._left_padded_causal_mask(lengths, T), 1, 2))
     assert not found.passed

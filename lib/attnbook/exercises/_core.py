@@ -213,6 +213,8 @@ def _agree(exercise: Exercise, expected: Any, got: Any) -> tuple[bool, str]:
         return False, ""
     for w, h in zip(want, have):
         w, h = np.asarray(w), np.asarray(h)
+        if h.dtype == object:  # Fractions, Decimals, SymPy numbers: compared as the floats they are
+            h = h.astype(float)
         if w.shape != h.shape:
             return False, f"shape|{w.shape}|{h.shape}"
         if (w.dtype == bool) != (h.dtype == bool):  # a 0/1 array is not a mask
@@ -243,7 +245,10 @@ def _check_function(exercise: Exercise, answer: Any, lang: str, seed: int) -> Re
             return Result(False, message + "\n" + _line(_say("input", lang), _show_inputs(kwargs)))
         if got is None and expected is not None:
             return Result(False, _say("returned_none", lang, id=ident, i=i, n=n))
-        same, hint = _agree(exercise, expected, got)
+        try:
+            same, hint = _agree(exercise, expected, got)
+        except (TypeError, ValueError):  # e.g. an array of Fractions: not comparable with numbers
+            same, hint = False, ""
         if not same:
             lines = [_say("fail", lang, id=ident, i=i, n=n),
                      _line(_say("input", lang), _show_inputs(kwargs)),

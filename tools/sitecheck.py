@@ -481,6 +481,9 @@ def check_solutions(root: Path, site: Path) -> list[str]:
                     problems.append(f"{where}: the callout {title!r} does not hold the solution's check")
                 if f"✓ {ident}:" not in text:
                     problems.append(f"{where}: the callout {title!r} does not show the check's ✓ output")
+                if not bodies[0].find_all("div", "exercise-check"):
+                    problems.append(f"{where}: the check in {title!r} is not marked exercise-check "
+                                    "(site/exercise-output.lua), so its output would not wrap on a phone")
     return problems
 
 

@@ -4,7 +4,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from attnbook import positional
-from attnbook.exercises._core import Exercise, register
+from attnbook.exercises._core import Exercise, normal, register
 
 
 def _alibi_self_weight(length: int = 1000, heads: int = 4) -> float:
@@ -16,10 +16,6 @@ def _alibi_self_weight(length: int = 1000, heads: int = 4) -> float:
     row = np.asarray(positional.alibi_bias(length, heads)[0, -1], dtype=np.float64)  # head 0: steepest
     weights = np.exp(row - row.max())
     return float(weights[-1] / weights.sum())
-
-
-def _floats(rng: np.random.Generator, *shape: int) -> jnp.ndarray:
-    return jnp.asarray(rng.normal(size=shape), dtype=jnp.float32)
 
 
 register(
@@ -46,7 +42,7 @@ register(
         id="1.3",
         kind="function",
         reference=lambda x: positional.rope(x),
-        inputs=lambda rng: {"x": _floats(rng, int(rng.integers(2, 9)), int(2 * rng.integers(1, 4)))},
+        inputs=lambda rng: {"x": normal(rng, int(rng.integers(2, 9)), int(2 * rng.integers(1, 4)))},
         edge_cases=({"x": jnp.ones((1, 4), dtype=jnp.float32)},
                     {"x": jnp.asarray([[1.0, 0.0, 1.0, 0.0]] * 3, dtype=jnp.float32)}),
     ),

@@ -5,7 +5,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from attnbook.exercises._core import Exercise, register
+from attnbook.exercises._core import Exercise, normal, register
 from attnbook.mha import MultiHeadAttention, parameter_count
 
 
@@ -20,11 +20,10 @@ def _layer(rng, d_model, heads, key_dim, value_dim, d_out):
 
 
 def _attention_case(rng, d_model, heads, key_dim, value_dim, d_out, t_q, t_kv, mask=None):
-    normal = lambda *shape: jnp.asarray(rng.normal(size=shape), dtype=jnp.float32)
     if mask is None:
         mask = rng.random((heads, t_q, t_kv)) < 0.6  # some rows fully masked in some heads, by chance
     return {"layer": _layer(rng, d_model, heads, key_dim, value_dim, d_out),
-            "x_q": normal(t_q, d_model), "x_kv": normal(t_kv, d_model), "mask": jnp.asarray(mask)}
+            "x_q": normal(rng, t_q, d_model), "x_kv": normal(rng, t_kv, d_model), "mask": jnp.asarray(mask)}
 
 
 # Two sets of sizes: the edge case (one head, one query, one key) and one where every size differs

@@ -6,15 +6,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from attnbook import aft
-from attnbook.exercises._core import Exercise, register
-
-
-def _normal(rng, *shape, scale=1.0):
-    return jnp.asarray(scale * rng.normal(size=shape), dtype=jnp.float32)
+from attnbook.exercises._core import Exercise, normal, register
 
 
 def _qkv(rng, T, d):
-    return {name: _normal(rng, T, d) for name in ("q", "k", "v")}
+    return {name: normal(rng, T, d) for name in ("q", "k", "v")}
 
 
 # Random inputs have the shapes of the chapter's small example (T = 8, d = 4, AFT-conv: 2 heads and a kernel
@@ -25,7 +21,7 @@ def _simple_inputs(rng):
 
 
 def _conv_bias_inputs(rng):
-    return {"kernel": _normal(rng, 2, 5), "T": 8, "causal": bool(rng.integers(2))}
+    return {"kernel": normal(rng, 2, 5), "T": 8, "causal": bool(rng.integers(2))}
 
 
 def _huge(rng, *shape):
@@ -35,7 +31,7 @@ def _huge(rng, *shape):
 
 def _stable_inputs(rng):
     T, d = 8, 4
-    return {"q": _normal(rng, T, d), "k": _huge(rng, T, d), "v": _normal(rng, T, d), "w": _huge(rng, T, T),
+    return {"q": normal(rng, T, d), "k": _huge(rng, T, d), "v": normal(rng, T, d), "w": _huge(rng, T, T),
             "causal": bool(rng.integers(2))}
 
 

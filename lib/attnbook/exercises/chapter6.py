@@ -53,17 +53,6 @@ def merge(m1, l1, a1, m2, l2, a2):
     return m, l1 * s1 + l2 * s2, a1 * s1[:, None] + a2 * s2[:, None]
 
 
-def _same_triple(expected, got) -> bool:
-    """(m, l, a) as a tuple or a list of three arrays of the expected shapes, equal within float32 rounding."""
-    if not isinstance(got, (tuple, list)) or len(got) != 3:
-        return False
-    for want, have in zip(expected, got):
-        have = np.asarray(have)
-        if have.shape != want.shape or not np.allclose(have, want, rtol=1e-5, atol=1e-6, equal_nan=False):
-            return False
-    return True
-
-
 def weights_mib(T, heads, bytes_per_number):
     """MiB (2**20 bytes) of `heads` matrices of T x T attention weights."""
     return T * T * heads * bytes_per_number / 2**20
@@ -88,7 +77,8 @@ register(
         reference=merge,
         inputs=_merge_inputs,
         edge_cases=_merge_edge_cases(),
-        compare=_same_triple,
+        rtol=1e-5,
+        atol=1e-6,
     ),
     # 6.2 (derive): the MiB of `heads` T x T matrices of weights with `bytes_per_number` bytes each.
     Exercise(

@@ -21,12 +21,11 @@ import pytest
 
 from attnbook import exercises, plotting
 from attnbook.exercises import Exercise, _core
+from tools.sitecheck import CHECK_CALL, SOLUTION_TITLE as TITLE
 
 ROOT = Path(__file__).resolve().parent.parent
-CHECK_CALL = re.compile(r"""exercises\.check\(\s*["'](?P<id>\d+\.\d+)["']""")
 STARTER_TAGS = {"exercise-starter", "nbval-skip"}
 CALLOUT = re.compile(r"""^:::\s*\{\.callout-tip[^}]*collapse="true"[^}]*title="(?P<title>[^"]+)"\}""")
-TITLE = {"en": "Solution {id}", "ja": "解答例 {id}"}
 CHAPTERS = sorted(p.name for p in (ROOT / "chapters" / "en").glob("[0-9][0-9]-*.ipynb"))
 
 

@@ -17,14 +17,21 @@ def right_padded_causal_mask(lengths, T):  # real tokens first: padding_mask's l
     return np.asarray(padding_mask(jnp.asarray(lengths), T) & causal_mask(T))
 
 
-def perturb_too_little(f, x):  # a nudge of 1e-9 moves the outputs by less than the tolerance 1e-6
-    base, T = f(x), x.shape[0]
-    dependence = np.zeros((T, T), dtype=bool)
-    for j in range(T):
-        moved = np.array(x, dtype=np.float64)
-        moved[j] += 1e-9
-        dependence[:, j] = np.any(np.abs(f(moved) - base) > 1e-6, axis=1)
-    return dependence
+def perturbation_test(nudge, tolerance):
+    """An answer to 3.4: move each input row by `nudge`; output row i depends on row j if it moves by more than `tolerance`."""
+    def dependence_of(f, x):
+        base, T = f(x), x.shape[0]
+        dependence = np.zeros((T, T), dtype=bool)
+        for j in range(T):
+            moved = np.array(x, dtype=np.float64)
+            moved[j] += nudge
+            dependence[:, j] = np.any(np.abs(f(moved) - base) > tolerance, axis=1)
+        return dependence
+    return dependence_of
+
+
+perturb_too_little = perturbation_test(1e-9, 1e-6)  # the outputs move by less than the tolerance: wrong
+perturb_with_tolerance = perturbation_test(1e-3, 1e-9)  # a correct answer, by another route
 
 
 WRONG = {
@@ -38,16 +45,6 @@ WRONG = {
 
 def test_wrong_answers_are_rejected():
     wrong_answers_rejected(WRONG, chapter=3)
-
-
-def perturb_with_tolerance(f, x):  # a correct answer, by another route: a small nudge and a tolerance
-    base, T = f(x), x.shape[0]
-    dependence = np.zeros((T, T), dtype=bool)
-    for j in range(T):
-        moved = np.array(x, dtype=np.float64)
-        moved[j] += 1e-3
-        dependence[:, j] = np.any(np.abs(f(moved) - base) > 1e-9, axis=1)
-    return dependence
 
 
 @pytest.mark.parametrize("seed", range(20))

@@ -419,27 +419,31 @@ def colab_url(root: Path, source: str) -> str:
     return f"https://colab.research.google.com/github/{repo}/blob/{branch}/{source}"
 
 
-def check_notebook_links(root: Path, site: Path) -> list[str]:
-    """A chapter from a notebook links to that notebook (a copy beside it) and to it in Colab."""
-    problems = []
+def notebook_pages(root: Path, site: Path) -> Iterator[tuple[str, Page, Path, str]]:
+    """(language, page, rendered file, "lang/page.html") of every chapter rendered from a notebook."""
     for lang in LANGS:
         for page in book_pages(root, lang):
             path = site / lang / page.html
-            if not page.source.endswith(".ipynb") or not path.is_file():
-                continue
-            links = {a.attrs.get("href", ""): a for a in parse(path).find_all("a", "notebook-link")}
-            download = [h for h, a in links.items() if "download" in a.attrs]
-            where = f"{lang}/{page.html}"
-            if len(download) != 1:
-                problems.append(f"{where}: expected one notebook download link, found {len(download)}")
-            else:
-                target, _ = resolve(site, path, download[0])
-                if target is None or not target.is_file():
-                    problems.append(f"{where}: the download link {download[0]} leads to no file")
-                elif target.read_bytes() != (root / page.source).read_bytes():
-                    problems.append(f"{where}: the downloadable notebook differs from {page.source}")
-            if colab_url(root, page.source) not in links:
-                problems.append(f"{where}: no link to {colab_url(root, page.source)}")
+            if page.source.endswith(".ipynb") and path.is_file():  # a missing page: check_pages reports it
+                yield lang, page, path, f"{lang}/{page.html}"
+
+
+def check_notebook_links(root: Path, site: Path) -> list[str]:
+    """A chapter from a notebook links to that notebook (a copy beside it) and to it in Colab."""
+    problems = []
+    for _, page, path, where in notebook_pages(root, site):
+        links = {a.attrs.get("href", ""): a for a in parse(path).find_all("a", "notebook-link")}
+        download = [h for h, a in links.items() if "download" in a.attrs]
+        if len(download) != 1:
+            problems.append(f"{where}: expected one notebook download link, found {len(download)}")
+        else:
+            target, _ = resolve(site, path, download[0])
+            if target is None or not target.is_file():
+                problems.append(f"{where}: the download link {download[0]} leads to no file")
+            elif target.read_bytes() != (root / page.source).read_bytes():
+                problems.append(f"{where}: the downloadable notebook differs from {page.source}")
+        if colab_url(root, page.source) not in links:
+            problems.append(f"{where}: no link to {colab_url(root, page.source)}")
     return problems
 
 
@@ -459,31 +463,26 @@ def check_solutions(root: Path, site: Path) -> list[str]:
     """Each exercise's worked solution is on its chapter's page, folded: a collapsed callout-tip
     titled "Solution N.k" (「解答例 N.k」) holding the solution's code and its ✓ output."""
     problems = []
-    for lang in LANGS:
-        for page in book_pages(root, lang):
-            path = site / lang / page.html
-            if not page.source.endswith(".ipynb") or not path.is_file():
+    for lang, page, path, where in notebook_pages(root, site):
+        callouts = {e.attrs.get("title", ""): e for e in main_content(parse(path)).find_all("div", "callout-tip")}
+        for ident in solution_ids(root, page.source):
+            title = SOLUTION_TITLE[lang].format(id=ident)
+            callout = callouts.get(title)
+            if callout is None:
+                problems.append(f"{where}: no callout titled {title!r}")
                 continue
-            where = f"{lang}/{page.html}"
-            callouts = {e.attrs.get("title", ""): e for e in main_content(parse(path)).find_all("div", "callout-tip")}
-            for ident in solution_ids(root, page.source):
-                title = SOLUTION_TITLE[lang].format(id=ident)
-                callout = callouts.get(title)
-                if callout is None:
-                    problems.append(f"{where}: no callout titled {title!r}")
-                    continue
-                bodies = callout.find_all("div", "callout-collapse")
-                if not bodies or "show" in bodies[0].classes or "collapse" not in bodies[0].classes:
-                    problems.append(f"{where}: the callout {title!r} is not collapsed")
-                    continue
-                text = bodies[0].text()
-                if not re.search(r"""exercises\.check\(\s*["']%s["']""" % re.escape(ident), text):
-                    problems.append(f"{where}: the callout {title!r} does not hold the solution's check")
-                if f"✓ {ident}:" not in text:
-                    problems.append(f"{where}: the callout {title!r} does not show the check's ✓ output")
-                if not bodies[0].find_all("div", "exercise-check"):
-                    problems.append(f"{where}: the check in {title!r} is not marked exercise-check "
-                                    "(site/exercise-output.lua), so its output would not wrap on a phone")
+            bodies = callout.find_all("div", "callout-collapse")
+            if not bodies or "show" in bodies[0].classes or "collapse" not in bodies[0].classes:
+                problems.append(f"{where}: the callout {title!r} is not collapsed")
+                continue
+            text = bodies[0].text()
+            if not re.search(r"""exercises\.check\(\s*["']%s["']""" % re.escape(ident), text):
+                problems.append(f"{where}: the callout {title!r} does not hold the solution's check")
+            if f"✓ {ident}:" not in text:
+                problems.append(f"{where}: the callout {title!r} does not show the check's ✓ output")
+            if not bodies[0].find_all("div", "exercise-check"):
+                problems.append(f"{where}: the check in {title!r} is not marked exercise-check "
+                                "(site/exercise-output.lua), so its output would not wrap on a phone")
     return problems
 
 

@@ -1,6 +1,5 @@
 """Exercises of chapter 8 (positions, measured)."""
 
-import jax.numpy as jnp
 import numpy as np
 
 from attnbook import positional

@@ -221,10 +221,14 @@ def check_array(name: str, x, annotation, bound: dict):
             if known is None:
                 new[dim[1]] = size
             elif known != size:
-                raise ValueError(f"{name} must have shape {expected}, got {got}")
+                # Name the argument the size came from: either of the two may be the wrong one.
+                origin = bound.get(("from", dim[1]))
+                source = f"; {origin[0]} has shape {origin[1]}, so {dim[1]}={known}" if origin else ""
+                raise ValueError(f"{name} must have shape {expected}, got {got}{source}")
         elif dim[0] == "fixed" and size != dim[1]:
             raise ValueError(f"{name} must have shape {expected}, got {got}")
     bound.update(new)
+    bound.update({("from", dim): (name, got) for dim in new})
     return x
 
 

@@ -120,6 +120,32 @@ def _weighted_values(weights: Float[Array, "Tq Tk"], v: Float[Array, "Tk dv"],
     return jax.lax.cond(jnp.all(finite), lambda out: out, spread, out)
 
 
+def check_score_range(q: Float[Array, "*Tq d"], k: Float[Array, "*Tk d"]) -> Float[Array, "*Tq d"]:
+    """``q``, after rejecting ``q`` and ``k`` whose scores ``q . k / sqrt(d)`` could overflow their dtype.
+
+    A score is at most ``max|q| * max|k| * sqrt(d)`` (Cauchy-Schwarz, with ``sqrt(d)`` of the ``1/sqrt(d)``
+    left over); when that bound reaches the largest float, scores can be ``inf`` or ``inf - inf = NaN``
+    and the softmax would return NaN without a word. Non-finite entries are left out of the bound: hidden
+    ones were already replaced by 0, and visible ones have their own stated result. Compared in logs, so
+    the bound itself never overflows. Returns ``q`` (use it: under ``jit`` the check rides on it).
+    """
+    def log_top(x):
+        a = jnp.abs(x)
+        return jnp.log(jnp.max(jnp.where(jnp.isfinite(a), a, 0.0), initial=0.0))
+
+    d = q.shape[-1]
+    limit = float(jnp.finfo(q.dtype).max)
+    bad = log_top(q) + log_top(k) + 0.5 * math.log(max(d, 1)) >= math.log(limit)
+    message = (f"q and k must be small enough for every score q.k/sqrt(d) to fit in {jnp.dtype(q.dtype).name} "
+               f"(max|q| * max|k| * sqrt(d) < {limit:.3g}); scale them down")
+    if _checks.is_concrete(bad):
+        if bool(bad):
+            top = lambda x: float(jnp.max(jnp.where(jnp.isfinite(x), jnp.abs(x), 0.0), initial=0.0))
+            raise ValueError(f"{message}: got max|q| = {top(q):.3g}, max|k| = {top(k):.3g}, d = {d}")
+        return q
+    return eqx.error_if(q, bad, message)
+
+
 # ---------------------------------------------------------------------------------------------
 # Chapter 2: attention
 
@@ -215,6 +241,7 @@ def scaled_dot_product_attention(
         q = jnp.where(jnp.any(allowed, axis=1)[:, None], q, 0.0)  # queries that see nothing
         seen = jnp.any(allowed, axis=0)[:, None]  # keys some query sees
         k, v = jnp.where(seen, k, 0.0), jnp.where(seen, v, 0.0)
+    q = check_score_range(q, k)
     scores = _scaled(q) @ k.T
     if bias is not None:
         scores = scores + bias
@@ -372,6 +399,10 @@ def chunked_attention(
         return jnp.zeros((tq, dv), dtype)
     compute = _compute_dtype(dtype)
     q, k, v = (a.astype(compute) for a in (q, k, v))
+    if mask is not None:  # what no query may see is left out of the bound, as in scaled_dot_product_attention
+        q = check_score_range(jnp.where(jnp.any(mask, axis=1)[:, None], q, 0.0), jnp.where(jnp.any(mask, axis=0)[:, None], k, 0.0))
+    else:
+        q = check_score_range(q, k)
     out = _chunked_attention(q, k, v, mask, query_chunk=min(query_chunk, tq), key_chunk=min(key_chunk, tk),
                              causal=causal)
     return out.astype(dtype)

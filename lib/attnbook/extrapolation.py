@@ -33,6 +33,7 @@ import optax
 from jaxtyping import Array, Float, Int
 
 from . import _checks, masking, positional
+from . import train as train_module
 from .aft import Dense, _keys, _random
 from .attention import masked_softmax
 from .transformer import FeedForward, _check_tokens
@@ -245,7 +246,7 @@ def train(encoding: str, seeds, inputs: Int[Array, "seeds steps batch T"], targe
     params = jax.tree.map(lambda *a: jnp.stack(a), *[eqx.filter(m, eqx.is_array) for m in models])
     static = eqx.filter(models[0], eqx.is_array, inverse=True)
     optimizer = optax.adam(learning_rate)
-    params, losses = _train(params, static, optimizer, inputs, targets)
+    params, losses = _train(train_module.nudged(params), static, optimizer, inputs, targets)
     return eqx.combine(params, static), np.asarray(losses)
 
 

@@ -29,7 +29,7 @@ import numpy as np
 from jaxtyping import Array, Bool, Float
 
 from . import _checks
-from .attention import masked_softmax
+from .attention import check_score_range, masked_softmax
 
 
 def _glorot_kernels(key: jax.Array, shapes: list[tuple[tuple[int, ...], int, int]]) -> list[jax.Array]:
@@ -212,6 +212,7 @@ class MultiHeadAttention(eqx.Module):
         # The two products inside attention are written as broadcast-and-sum; they are the einsums
         # "thk,shk->hts" and "hts,shv->thv". XLA on a CPU runs these tiny per-head matrix products
         # (5 x 7 by 7 x 5) about twice as slowly as the fused elementwise form, gradient included.
+        q = check_score_range(q, k)
         scale = jnp.sqrt(jnp.asarray(self.key_dim, dtype=q.dtype))
         scores = jnp.sum(q[:, None] * k, axis=-1) / scale  # (Tq, Tk, heads): q_t . k_s per head
         weights = masked_softmax(jnp.transpose(scores, (2, 0, 1)), mask)  # (heads, Tq, Tk), softmax over keys

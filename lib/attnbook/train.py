@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 import warnings
 from collections.abc import Callable
 
@@ -112,6 +113,32 @@ def _check_optimizer(optimizer, params) -> None:
                          "(a negative learning rate?)")
 
 
+# --------------------------------------------------------------------------- robustness hook
+
+NUDGE_VARIABLE = "ATTNBOOK_NUDGE"
+
+
+def nudged(params):
+    """``params`` as they are, or moved by one ulp when ``$ATTNBOOK_NUDGE`` asks for it (tests only).
+
+    Another CPU (AVX2 or AVX-512, Intel or AMD or ARM), another thread count or another XLA build
+    changes the last bits of a computation, and a training run amplifies them. ``tools.robustness``
+    reproduces that on one machine by setting ``ATTNBOOK_NUDGE=up`` (or ``down``): every
+    floating-point array that :func:`fit` (or chapter 8's training over seeds) starts from is then moved to the next
+    representable number above (below) it, the smallest change there is. An output that changes under
+    it would change on a reader's machine. Readers never set it; with the variable unset or empty
+    this returns ``params`` itself.
+    """
+    direction = os.environ.get(NUDGE_VARIABLE, "")
+    if not direction:
+        return params
+    if direction not in ("up", "down"):
+        raise ValueError(f"${NUDGE_VARIABLE} must be 'up', 'down' or empty, got {direction!r}")
+    target = jnp.inf if direction == "up" else -jnp.inf
+    return jax.tree.map(lambda p: jnp.nextafter(p, jnp.asarray(target, p.dtype)) if eqx.is_inexact_array(p) else p,
+                        params)
+
+
 # --------------------------------------------------------------------------- training
 
 
@@ -193,6 +220,7 @@ def fit(
     if not jax.tree.leaves(params):
         raise ValueError(f"model must have floating-point arrays to train, got none in {type(model).__name__}")
     _check_optimizer(optimizer, params)
+    params = nudged(params)
     indices = _minibatch_indices(key, num_examples, batch_size, steps).reshape(-1, eval_every, batch_size)
     # Gathering the minibatches before the training program (memory: steps x batch_size examples,
     # small in this book) makes that program independent of N, so runs on data sets of different

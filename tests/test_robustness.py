@@ -1,0 +1,110 @@
+"""tools/robustness.py: perturbed re-execution finds fragile outputs, and the book's training chapters have none.
+
+The tool is tested on a notebook made for it (one output that any last-bit change alters, one that
+none does), then run over the English notebooks of the chapters that train models, under the
+perturbation that moves every training trajectory here (a one-ulp nudge of the initial parameters).
+A fragile output then fails here, before it fails on a reader's machine. The Japanese twins run the
+same code (tests/test_book.py checks it) and print the same numbers; the weekly workflow runs every
+notebook under every perturbation.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+from nbformat.v4 import new_code_cell, new_notebook
+
+from attnbook import train
+from tools import jax_cache, robustness
+
+ROOT = Path(__file__).resolve().parent.parent
+# The chapters whose cells train models (train.fit or chapter 8's training over seeds).
+TRAINING_CHAPTERS = ("02-scaled-dot-product-attention", "03-masking", "04-multi-head-attention",
+                     "05-attention-free-transformer", "07-transformer", "08-positions-measured")
+
+TRAIN = """
+import jax, jax.numpy as jnp, numpy as np, optax, equinox as eqx
+from attnbook import train
+model = eqx.nn.Linear(3, 2, key=jax.random.key(0))
+xs = np.random.default_rng(0).normal(size=(64, 3)).astype(np.float32)
+ys = (xs[:, 0] > 0).astype(np.int32)
+loss = train.classification_loss(lambda m, x: m(x))
+model, history = train.fit(model, loss, (xs, ys), optimizer=optax.adam(1e-1), steps=50, batch_size=16,
+                           key=jax.random.key(1))
+"""
+
+
+def demo_notebook(path: Path) -> None:
+    """Three cells: training (no output), a fragile print (every bit), a robust print (a claim with a margin)."""
+    cells = [new_code_cell(TRAIN),
+             new_code_cell("print(float(jnp.sum(model.weight)).hex())"),
+             new_code_cell("print('final loss below 0.6:', float(history.train_loss[-1]) < 0.6)")]
+    nb = new_notebook(cells=cells, metadata={"kernelspec": {"name": "python3", "display_name": "Python 3",
+                                                            "language": "python"}})
+    NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
+    nbformat.write(nb, path)
+
+
+def test_nudge_moves_every_float_leaf_by_one_ulp(monkeypatch):
+    import jax.numpy as jnp
+    import numpy as np
+
+    params = {"w": jnp.asarray([1.0, -2.0, 0.0], jnp.float32), "n": jnp.asarray([3], jnp.int32)}
+    monkeypatch.delenv(train.NUDGE_VARIABLE, raising=False)
+    assert train.nudged(params) is params
+    for direction, sign in (("up", 1), ("down", -1)):
+        monkeypatch.setenv(train.NUDGE_VARIABLE, direction)
+        moved = train.nudged(params)
+        expected = np.nextafter(np.asarray(params["w"]), sign * np.inf)
+        np.testing.assert_array_equal(np.asarray(moved["w"]), expected)
+        assert np.all(np.asarray(moved["w"]) != np.asarray(params["w"]))
+        np.testing.assert_array_equal(np.asarray(moved["n"]), [3])  # integers are no parameters
+    monkeypatch.setenv(train.NUDGE_VARIABLE, "sideways")
+    with pytest.raises(ValueError, match="ATTNBOOK_NUDGE"):
+        train.nudged(params)
+
+
+def test_environment_of_each_perturbation(tmp_path, monkeypatch):
+    monkeypatch.setenv("XLA_FLAGS", "--xla_dump_to=/dev/null")
+    monkeypatch.setenv(train.NUDGE_VARIABLE, "up")  # the caller's nudge never leaks into other runs
+    env = robustness.environment(robustness.PERTURBATIONS["none"], tmp_path)
+    assert train.NUDGE_VARIABLE not in env and env["JAX_COMPILATION_CACHE_DIR"] == str(tmp_path)
+    env = robustness.environment(robustness.PERTURBATIONS["isa-sse42"], tmp_path)
+    assert env["XLA_FLAGS"] == "--xla_dump_to=/dev/null --xla_cpu_max_isa=SSE4_2"
+    env = robustness.environment(robustness.PERTURBATIONS["no-cache"], tmp_path)
+    assert "JAX_COMPILATION_CACHE_DIR" not in env and env["JAX_ENABLE_COMPILATION_CACHE"] == "false"
+    assert robustness.command(robustness.PERTURBATIONS["one-core"], [tmp_path / "a.ipynb"],
+                              tmp_path / "r.xml")[:3] == ["taskset", "-c", "0"]
+
+
+def test_finds_the_fragile_cell_and_only_it(tmp_path):
+    notebook = tmp_path / "demo.ipynb"
+    demo_notebook(notebook)
+    found, cells, _ = robustness.run(robustness.PERTURBATIONS["none"], [notebook], tmp_path)
+    assert cells == 3 and found == []
+    found, cells, _ = robustness.run(robustness.PERTURBATIONS["nudge-up"], [notebook], tmp_path)
+    assert [(f.cell, f.kind) for f in found] == [("Cell 1", "output")], found
+    assert "0x" in found[0].detail  # the changed line is shown
+
+
+def test_a_raising_cell_is_an_error_not_an_output(tmp_path):
+    notebook = tmp_path / "demo.ipynb"
+    demo_notebook(notebook)
+    nb = nbformat.read(notebook, as_version=4)
+    nb.cells[2].source = "raise ValueError('boom')"
+    nbformat.write(nb, notebook)
+    found, _, _ = robustness.run(robustness.PERTURBATIONS["none"], [notebook], tmp_path)
+    assert [(f.cell, f.kind) for f in found] == [("Cell 2", "error")] and "boom" in found[0].detail
+
+
+def test_training_chapters_survive_a_nudge(tmp_path):
+    """Every compared output of the chapters that train, re-executed with every start nudged one ulp up."""
+    notebooks = [ROOT / "chapters" / "en" / f"{name}.ipynb" for name in TRAINING_CHAPTERS]
+    # A nudge changes values, not programs: the programs the other tests compiled are reused.
+    found, cells, _ = robustness.run(robustness.PERTURBATIONS["nudge-up"], notebooks, tmp_path, jax_cache.CACHE_DIR)
+    assert cells > 0
+    assert not found, "outputs that change when training starts one ulp away (fix them, don't hide them):\n" + \
+        "\n".join(f.line() for f in found)

@@ -102,6 +102,9 @@ def test_window_is_a_positive_int():
 def test_conv_heads_and_kernel():
     with pytest.raises(ValueError, match=r"^kernel must have shape \(heads=2, s\), got \(3, 3\)"):
         aft.aft_conv(Q, KH, V, arrays(1, (3, 3))[0])
+    # A key of the wrong shape: the message names k too, not only the kernel whose size disagrees with it.
+    with pytest.raises(ValueError, match=r"^kernel must have shape \(heads=3, s\), got \(2, 3\); k has shape \(5, 3\), so heads=3"):
+        aft.aft_conv(Q, arrays(1, (T, 3))[0], V, KERNEL)
     with pytest.raises(ValueError, match="^d must be divisible by heads: q has d=4 channels, kernel has heads=3"):
         aft.aft_conv(Q, arrays(1, (T, 3))[0], V, arrays(1, (3, 3))[0])
     with pytest.raises(ValueError, match="^kernel must have at least one head"):

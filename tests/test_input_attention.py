@@ -5,6 +5,7 @@ and received value); the defined edge cases (T = 0, fully masked rows, -inf bias
 float16/bfloat16) give their stated results. Random versions of these are in test_properties_attention.
 """
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -277,3 +278,21 @@ def test_lists_are_arrays():
     assert chunked_attention(q, k, v, mask=mask, query_chunk=1, key_chunk=1).tolist() == [[1.0]]
     assert masked_softmax([[0.0, 1.0]], [[True, False]]).tolist() == [[1.0, 0.0]]
     assert SelfAttention(2, 2, 1, key=jax.random.key(0))([[1.0, 0.0], [0.0, 1.0]], [[True, False], [True, True]])[0].shape == (2, 1)
+
+
+@pytest.mark.parametrize("name", list(ATTENTIONS))
+def test_scores_that_would_overflow_are_an_error(name):
+    """q and k of 1e30: the scores overflow float32 (inf - inf = NaN); an error names q and k, also under jit."""
+    q, k, v = qkv()
+    attend = ATTENTIONS[name]
+    with pytest.raises(ValueError, match=r"^q and k must be small enough.*float32.*max\|q\| = 2.24e\+30"):
+        attend(q * 1e30, k * 1e30, v)
+    with pytest.raises(Exception, match="q and k must be small enough"):
+        jax.block_until_ready(eqx.filter_jit(attend)(q * 1e30, k * 1e30, v))
+    # Large but representable scores are computed: the softmax is the row's argmax, one-hot.
+    out = attend(q * 1e15, k * 1e15, v)
+    best = np.argmax(np.asarray(q) @ np.asarray(k).T, axis=1)
+    np.testing.assert_allclose(out, np.asarray(v)[best], rtol=1e-6)
+    # What no query may see is left out: huge padding is not an error.
+    mask = jnp.ones((3, 5), bool).at[:, 4].set(False)
+    np.testing.assert_allclose(attend(q, k.at[4].set(1e30), v, mask), attend(q, k, v, mask), rtol=1e-6)

@@ -81,3 +81,27 @@ def test_empty_batch_and_empty_sequences():
     assert masking.padding_mask(np.zeros((0,), dtype=np.int32), 3).shape == (0, 3, 3)
     assert masking.padding_mask(np.array([0, 0]), 0).shape == (2, 0, 0)
     assert masking.padding_mask([1, 2], 2).shape == (2, 2, 2)  # a list of ints is an integer array
+
+
+def test_under_plain_jit_the_message_can_be_found_and_comes_first_in_a_notebook():
+    """jax.jit buries a value check's message at the end of a long JaxRuntimeError; in a notebook it comes first."""
+    import nbformat
+    from nbclient import NotebookClient
+    from nbformat.v4 import new_code_cell, new_notebook
+
+    from attnbook import _checks
+
+    with pytest.raises(Exception) as caught:
+        jax.block_until_ready(jax.jit(lambda n: masking.padding_mask(n, 4))(jnp.array([-1, 2])))
+    assert _checks.runtime_message(caught.value) == "lengths must be integers in [0, max_length=4]"
+    assert _checks.runtime_message(ValueError("lengths must be ...")) is None  # only errors of compiled checks
+
+    nb = new_notebook(cells=[
+        new_code_cell("import jax, jax.numpy as jnp\nfrom attnbook import masking, plotting\nplotting.setup('en')"),
+        new_code_cell("jax.jit(lambda n: masking.padding_mask(n, 4))(jnp.array([-1, 2]))")],
+        metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
+    NotebookClient(nb, timeout=120, kernel_name="python3", allow_errors=True).execute()
+    first = nb.cells[1].outputs[0]
+    assert first.output_type == "stream" and first.text.startswith(
+        "ValueError inside a compiled program: lengths must be integers in [0, max_length=4]"), first
+    assert nb.cells[1].outputs[-1].output_type == "error"  # the full error still follows

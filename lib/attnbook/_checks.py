@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 import inspect
 import numbers
+import sys
 import types
 import typing
 
@@ -303,6 +304,46 @@ def values(name: str, x, bad, expected: str):
             raise ValueError(f"{name} must be {expected}, got {got!r}{where}")
         return x
     return eqx.error_if(x, bad, f"{name} must be {expected}")
+
+
+# Under plain ``jax.jit`` a failed value check reaches the reader as a ``JaxRuntimeError`` whose text
+# starts with "INTERNAL: CpuCallback error calling callback: Traceback ..." and ends, a screen later, with
+# the sentence that matters. (``equinox.filter_jit`` re-raises it cleanly; ``jax.jit`` cannot, since no
+# code of ours runs at its boundary.) In a notebook, the handler below shows that sentence first.
+_RUNTIME_MARK = "_EquinoxRuntimeError: "
+
+
+def runtime_message(error: BaseException) -> str | None:
+    """The message of a value check that stopped a compiled program, out of the error JAX raised; else ``None``."""
+    text = str(error)
+    if type(error).__name__ not in ("JaxRuntimeError", "XlaRuntimeError") or _RUNTIME_MARK not in text:
+        return None
+    return text.rsplit(_RUNTIME_MARK, 1)[1].split("\n", 1)[0].strip() or None
+
+
+def show_runtime_errors_first() -> bool:
+    """In IPython/Jupyter, print a failed value check's message above JAX's long error. Returns whether it could.
+
+    Only errors that carry an attnbook (Equinox) value check are touched; their full traceback follows
+    unchanged. Outside IPython this does nothing.
+    """
+    try:
+        from IPython import get_ipython
+        from jax.errors import JaxRuntimeError
+    except ImportError:
+        return False
+    shell = get_ipython()
+    if shell is None:
+        return False
+
+    def handler(self, etype, value, tb, tb_offset=None):
+        message = runtime_message(value)
+        if message is not None:
+            print(f"ValueError inside a compiled program: {message}", file=sys.stderr)
+        self.showtraceback((etype, value, tb), tb_offset=tb_offset)
+
+    shell.set_custom_exc((JaxRuntimeError,), handler)
+    return True
 
 
 def integers_in_range(name: str, x, low: int, high: int):

@@ -25,10 +25,15 @@ _state = {"lang": "en"}
 
 
 def setup(lang: str) -> None:
-    """Set the language of figure text and the fonts and sizes every chapter uses."""
+    """Set the language of figure text and the fonts and sizes every chapter uses.
+
+    In a notebook it also makes a value check that stops a ``jax.jit``-compiled program print its
+    message first (:func:`attnbook._checks.show_runtime_errors_first`).
+    """
     if lang not in LANGUAGES:
         raise ValueError(f"lang must be one of {LANGUAGES}, got {lang!r}")
     _state["lang"] = lang
+    _checks.show_runtime_errors_first()  # in a notebook: a value check's message above JAX's long error
     # matplotlib falls back along the family list glyph by glyph: DejaVu Sans draws Latin text and
     # the weather symbols (IPAexGothic's cloud looks like a club suit), IPAexGothic the Japanese.
     family = ["DejaVu Sans", "IPAexGothic"]

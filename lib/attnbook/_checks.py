@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import logging
 import numbers
 import sys
 import types
@@ -321,6 +322,14 @@ def runtime_message(error: BaseException) -> str | None:
     return text.rsplit(_RUNTIME_MARK, 1)[1].split("\n", 1)[0].strip() or None
 
 
+class _QuietValueChecks(logging.Filter):
+    """Drops JAX's log record of a callback that failed because a value check (``equinox.error_if``) fired."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        return not (error is not None and type(error).__name__ == "_EquinoxRuntimeError")
+
+
 def show_runtime_errors_first() -> bool:
     """In IPython/Jupyter, print a failed value check's message above JAX's long error. Returns whether it could.
 
@@ -335,6 +344,12 @@ def show_runtime_errors_first() -> bool:
     shell = get_ipython()
     if shell is None:
         return False
+
+    # JAX also logs every failed callback, with its traceback, as the program stops: for a value check
+    # that log repeats the error above the message. Only those records are dropped.
+    callback_log = logging.getLogger("jax._src.callback")
+    if not any(isinstance(f, _QuietValueChecks) for f in callback_log.filters):
+        callback_log.addFilter(_QuietValueChecks())
 
     def handler(self, etype, value, tb, tb_offset=None):
         message = runtime_message(value)

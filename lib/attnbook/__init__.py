@@ -36,11 +36,14 @@ Errors:
 - ``ValueError``: wrong number of axes or an axis that disagrees with another argument; a size, rate or
   probability out of its range (non-positive sizes, chunk or batch sizes larger than the data where
   they must fit, NaN or infinite learning rates, ``noise`` that would make a probability negative);
-  token ids, labels and lengths outside their range (``-1`` is never read as "the last class").
+  token ids, labels and lengths outside their range (``-1`` is never read as "the last class"); queries and
+  keys so large that a score ``q . k / sqrt(d)`` could overflow (``max|q| * max|k| * sqrt(d)`` at least the
+  dtype's largest number: the softmax would be NaN), in every attention of the book.
 - Value checks on arrays also hold under ``jax.jit`` and ``jax.vmap``: there they are compiled into the
   program with ``equinox.error_if`` and stop it with the same message (``EquinoxRuntimeError``; under
-  plain ``jax.jit`` a ``JaxRuntimeError`` that carries it). Their cost is one comparison and reduction
-  over the checked array (token ids, lengths), not over the attention matrix.
+  plain ``jax.jit`` a ``JaxRuntimeError`` that carries it at its end; in a notebook set up with
+  ``plotting.setup`` the message is printed first). Their cost is one comparison and reduction over the
+  checked array (token ids, lengths, queries and keys), never over the attention matrix.
 
 Defined edge cases, with their result:
 

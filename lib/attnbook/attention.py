@@ -17,6 +17,8 @@ Bad and extreme input (the contract of :mod:`attnbook`):
 - float16/bfloat16 inputs are computed in float32 (queries scaled by ``1/sqrt(d)`` before the
   product, softmax shifted by the row maximum) and the results cast back to the input dtype.
 - ``T = 0``: no queries gives empty results; no keys gives zero rows.
+- Queries and keys so large that a score could overflow the dtype are an error naming ``q`` and ``k``
+  (:func:`check_score_range`), not a NaN softmax.
 """
 
 from __future__ import annotations

@@ -32,10 +32,16 @@ previous length and the method's growth) or its memory (temporary + inputs + out
 
     python bench/attention_cost.py                 # about 10 minutes; writes bench/results/
     python bench/attention_cost.py --quick         # T up to 2048, written to a temporary folder
+    python bench/attention_cost.py --memory-only REASON   # memory analysed again, stored times kept (below)
 
 Writes bench/results/attention_cost.csv (one row per method, mode and T),
 bench/results/attention_cost_chunks.csv (chunk sizes of chunked attention at one T) and
 bench/results/attention_cost.json (the machine, the settings, the cross-check), then prints tables.
+
+``--memory-only`` re-analyses the memory of every stored row (both programs) and re-runs the cross-check
+with the current library, keeping the stored times, and records when and why in the JSON
+(``memory_reanalysed``): the analysis is exact and needs no quiet machine, the times do. Use it when a
+library change moves memory and not time (see the JSON's note for the one such change).
 """
 
 from __future__ import annotations
@@ -266,6 +272,43 @@ def rss_check(length: int) -> list[dict]:
     return results
 
 
+def reanalyse_memory(out: pathlib.Path, reason: str) -> None:
+    """``--memory-only``: the stored rows' memory analysed again with the current library; times kept."""
+    table = method_table()
+    with out.open(newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    for row in rows:
+        f_, shapes, _ = table[row["method"]]
+        g = in_mode(f_, row["mode"])
+        specs = [jax.ShapeDtypeStruct(s, jnp.float32) for s in shapes(int(row["T"]))]
+        row.update(analyse(g, specs))
+        if row["status"] == "measured":  # the default program's figure, as time_it records it (compiled, not run)
+            row["temp_bytes_default"] = int(cost.compiled(g, *specs).memory_analysis().temp_size_in_bytes)
+        print(f"{row['method']:>10} {row['mode']:>16} T={row['T']:>6}  temp {row['temp_bytes'] / 2**20:10.1f} MiB",
+              flush=True)
+    write_csv(out, rows)
+    chunks_path = out.with_name(out.stem + "_chunks.csv")
+    with chunks_path.open(newline="", encoding="utf-8") as f:
+        sweep = list(csv.DictReader(f))
+    for row in sweep:
+        qc, kc = int(row["query_chunk"]), int(row["key_chunk"])
+        f_ = lambda q, k, v: chunked_attention(q, k, v, query_chunk=qc, key_chunk=kc)
+        g = in_mode(f_, row["mode"])
+        specs = [jax.ShapeDtypeStruct((int(row["T"]), D), jnp.float32)] * 3
+        row.update(analyse(g, specs))
+        row["temp_bytes_default"] = int(cost.compiled(g, *specs).memory_analysis().temp_size_in_bytes)
+    write_csv(chunks_path, sweep)
+    meta_path = out.with_suffix(".json")
+    meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    meta["rss_check"] = rss_check(16384)
+    meta["memory_reanalysed"] = {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "machine": machine(), "reason": reason,
+        "fields": "temp_bytes, temp_bytes_default, argument_bytes, output_bytes, rss_check; times are from 'date'"}
+    meta_path.write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+    print(f"memory re-analysed in {out}, {chunks_path.name} and {meta_path.name}; times kept", flush=True)
+
+
 # ---------------------------------------------------------------------------------------------
 # The machine
 
@@ -325,11 +368,16 @@ def main(argv=None) -> int:
     parser.add_argument("--budget-minutes", type=float, default=8.0, help="stop timing after this long")
     parser.add_argument("--out", type=pathlib.Path, default=None,
                         help="CSV to write (default: bench/results/attention_cost.csv; with --quick, a temporary folder)")
+    parser.add_argument("--memory-only", metavar="REASON",
+                        help="re-analyse the stored rows' memory with the current library, keep their times")
     parser.add_argument("--rss-worker", nargs=2, metavar=("METHOD", "T"), help=argparse.SUPPRESS)
     parser.add_argument("--all-buffers", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.rss_worker:
         rss_worker(args.rss_worker[0], int(args.rss_worker[1]), args.all_buffers)
+        return 0
+    if args.memory_only:
+        reanalyse_memory(args.out or RESULTS / "attention_cost.csv", args.memory_only)
         return 0
 
     max_length = 2048 if args.quick else args.max_length

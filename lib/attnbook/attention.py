@@ -127,13 +127,16 @@ def check_score_range(q: Float[Array, "*Tq d"], k: Float[Array, "*Tk d"]) -> Flo
 
     A score is at most ``max|q| * max|k| * sqrt(d)`` (Cauchy-Schwarz, with ``sqrt(d)`` of the ``1/sqrt(d)``
     left over); when that bound reaches the largest float, scores can be ``inf`` or ``inf - inf = NaN``
-    and the softmax would return NaN without a word. Non-finite entries are left out of the bound: hidden
-    ones were already replaced by 0, and visible ones have their own stated result. Compared in logs, so
-    the bound itself never overflows. Returns ``q`` (use it: under ``jit`` the check rides on it).
+    and the softmax would return NaN without a word. Compared in logs, so the bound itself never
+    overflows. ``max|x|`` is taken as ``max(max x, -min x)``: two reductions that read ``x`` in place,
+    where ``max(abs(x))`` would give chunked attention a temporary copy of its ``T x d`` inputs. A
+    non-finite extreme (a visible NaN or inf, which has its own stated result) counts as 0; hidden
+    entries were replaced by 0 before. Returns ``q`` (use it: under ``jit`` the check rides on it, as a
+    factor 1 that carries ``equinox.error_if``, so no copy of ``q`` is made).
     """
     def log_top(x):
-        a = jnp.abs(x)
-        return jnp.log(jnp.max(jnp.where(jnp.isfinite(a), a, 0.0), initial=0.0))
+        top = jnp.maximum(jnp.max(x, initial=0.0), -jnp.min(x, initial=0.0))
+        return jnp.log(jnp.where(jnp.isfinite(top), top, 0.0))
 
     d = q.shape[-1]
     limit = float(jnp.finfo(q.dtype).max)
@@ -145,7 +148,7 @@ def check_score_range(q: Float[Array, "*Tq d"], k: Float[Array, "*Tk d"]) -> Flo
             top = lambda x: float(jnp.max(jnp.where(jnp.isfinite(x), jnp.abs(x), 0.0), initial=0.0))
             raise ValueError(f"{message}: got max|q| = {top(q):.3g}, max|k| = {top(k):.3g}, d = {d}")
         return q
-    return eqx.error_if(q, bad, message)
+    return q * eqx.error_if(jnp.ones((), q.dtype), bad, message)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from tools.bookcheck import notebooks  # noqa: E402
+from tools.book import notebooks  # noqa: E402
 
 NOTEBOOK_BUDGET, BOOK_BUDGET = 30.0, 240.0
 

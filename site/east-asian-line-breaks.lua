@@ -5,7 +5,8 @@ Pandoc renders every line break inside a paragraph as a space, which in Japanese
 middle of a sentence. Pandoc's markdown extension east_asian_line_breaks removes exactly these
 breaks, but Quarto does not hand reader extensions on to Pandoc (quarto-cli issue 8520), so the
 Japanese profile runs this filter instead (`filters:` in _quarto-ja.yml). Authors can then wrap
-Japanese text like any other. tests/test_book.py runs it through Pandoc when Pandoc is installed.
+Japanese text like any other. tests/test_site_assets.py runs it through Pandoc when Pandoc is
+installed.
 ]]
 
 -- Wide characters as Pandoc's extension sees them: Hangul Jamo, CJK radicals to Yi, Hangul

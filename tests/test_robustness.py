@@ -4,8 +4,8 @@ The tool is tested on a notebook made for it (one output that any last-bit chang
 none does), then run over the English notebooks of the chapters that train models, under the
 perturbation that moves every training trajectory here (a one-ulp nudge of the initial parameters).
 A fragile output then fails here, before it fails on a reader's machine. The Japanese twins run the
-same code (tests/test_book.py checks it) and print the same numbers; the weekly workflow runs every
-notebook under every perturbation.
+same code (tests/test_bookcheck.py checks it) and print the same numbers; the weekly workflow runs
+every notebook under every perturbation.
 """
 
 from __future__ import annotations

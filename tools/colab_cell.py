@@ -6,9 +6,10 @@
 A reader who opens a chapter in Colab (each page links there, site/notebook-links.lua) has JAX but
 not the book's library. The cell installs it with pip from the repository named once in
 _quarto.yml (book.repo-url and book.repo-branch), so the address is written nowhere by hand: this
-tool derives the cell from those settings and tools/bookcheck.py checks that every notebook has the
-current one. Where attnbook is installed already, as after the README's set-up, the cell does
-nothing (tests/test_book.py runs it both ways). ``#| include: false`` keeps it off the website.
+tool derives the cell from those settings and checks that every notebook has the current one (one
+of the checks tools/bookcheck.py runs). Where attnbook is installed already, as after the README's
+set-up, the cell does nothing (tests/test_colab_cell.py runs it both ways). ``#| include: false``
+keeps it off the website.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import nbformat
 
-from tools.bookcheck import code_cells, notebooks, read_notebook, rel, repository, source_lines
+from tools.book import code_cells, notebooks, read_notebook, rel, repository, source_lines
 
 ROOT = Path(__file__).resolve().parent.parent
 MARKER = "# On Colab, or wherever the book's library is missing, install it from the book's repository."

@@ -21,7 +21,7 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
 
 from tools import jax_cache
-from tools.bookcheck import notebooks
+from tools.book import notebooks
 
 ROOT = Path(__file__).resolve().parent.parent
 BUDGET_SECONDS = 30.0  # per notebook, from the book's design

@@ -182,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
         for p in PERTURBATIONS.values():
             print(f"{p.name:11s} {p.what}")
         return 0
-    from tools.bookcheck import notebooks as book_notebooks
+    from tools.book import notebooks as book_notebooks
 
     paths = [_shown(p) for p in (args.notebooks or book_notebooks(ROOT))]
     chosen = args.perturb or list(DEFAULT)

@@ -24,7 +24,7 @@ from html.parser import HTMLParser
 from pathlib import Path, PurePosixPath
 from urllib.parse import unquote, urlsplit
 
-from tools.bookcheck import LANGS, chapter_files, load_yaml, other_language, profile_path, repository
+from tools.book import LANGS, chapter_files, load_yaml, other_language, profile_path, repository
 
 ROOT = Path(__file__).resolve().parent.parent
 LOG_NAME = ".site-build.log"

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import nbformat
 
-from tools.bookcheck import (CHAPTERS, LANG_LINE, OPTION_LINE, describe_cell_difference, language_of,
-                             shared_texts, twin_path)
+from tools.book import (CHAPTERS, LANG_LINE, OPTION_LINE, describe_cell_difference, language_of,
+                        shared_texts, twin_path)
 
 OPTION_KEY = re.compile(r"^\s*#\|\s?(?P<key>[A-Za-z0-9_-]+)\s*:")
 

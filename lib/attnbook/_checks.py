@@ -127,12 +127,6 @@ def ndim(name: str, x, expected: int, meaning: str) -> None:
         raise ValueError(f"{name} must have shape {meaning}, got an array of shape {shape_}")
 
 
-def shape(name: str, x, expected: tuple[int, ...], meaning: str) -> None:
-    """Raise unless ``x`` has exactly the shape ``expected``; ``meaning`` names the axes."""
-    if tuple(np.shape(x)) != tuple(expected):
-        raise ValueError(f"{name} must have shape {meaning} = {tuple(expected)}, got {tuple(np.shape(x))}")
-
-
 _KINDS = (  # (is a jaxtyping dtype name of the family, how messages name it, test on a NumPy/JAX dtype)
     (lambda n: n in ("bool", "bool_"), "boolean", lambda dt: dt == np.bool_),
     (lambda n: n.startswith(("int", "uint")), "integer", lambda dt: jnp.issubdtype(dt, jnp.integer)),

@@ -29,6 +29,7 @@ import argparse
 import dataclasses
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -112,9 +113,12 @@ def command(p: Perturbation, notebooks: list[Path], junit: Path) -> list[str]:
             f"--junitxml={junit}"]
 
 
+ANSI = re.compile(r"(?:\x1b|#x1B)\[[0-9;]*m")  # colours of nbval's report (junit writes ESC as #x1B)
+
+
 def _detail(element: ET.Element) -> tuple[str, str]:
     """(kind, first telling line) of a junit failure or error element from nbval."""
-    text = (element.get("message") or "") + "\n" + (element.text or "")
+    text = ANSI.sub("", (element.get("message") or "") + "\n" + (element.text or ""))
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     if "cell execution caused an exception" in text.lower() or element.tag == "error":
         errors = [line for line in lines if "Error" in line or "Exception" in line]

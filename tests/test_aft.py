@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from attnbook import aft
+from attnbook import aft, nn
 from attnbook.attention import scaled_dot_product_attention
 from attnbook.masking import causal_mask
 
@@ -425,11 +425,11 @@ def test_layer_arguments():
 def test_layer_parameter_counts():
     d, max_len, bias_dim = 8, 10, 4
     projections = 4 * (d * d + d)
-    assert aft.count_parameters(aft.AFTFull(d, max_len, bias_dim=bias_dim, key=jax.random.key(0))) == \
+    assert nn.count_parameters(aft.AFTFull(d, max_len, bias_dim=bias_dim, key=jax.random.key(0))) == \
         projections + 2 * max_len * bias_dim
-    assert aft.count_parameters(aft.AFTSimple(d, key=jax.random.key(0))) == projections
+    assert nn.count_parameters(aft.AFTSimple(d, key=jax.random.key(0))) == projections
     conv = aft.AFTConv(d, 2, 5, key=jax.random.key(0))
-    assert aft.count_parameters(conv) == 3 * (d * d + d) + (d * 2 + 2) + 2 * 5 + 2 + 2
+    assert nn.count_parameters(conv) == 3 * (d * d + d) + (d * 2 + 2) + 2 * 5 + 2 + 2
     assert np.all(np.asarray(conv.kernel()) == 0.0)  # gain and shift start at 0
 
 
@@ -455,7 +455,7 @@ def test_mixer_choice_trains_only_the_chosen_layer():
                                     heads=2, window=3)
         single = eqx.tree_at(lambda m: m.blocks[0].mixer, single, model.blocks[0].mixer.mixers[i])
         np.testing.assert_allclose(chosen(tokens), single(tokens), atol=1e-6)
-        assert chosen.parameters() == aft.count_parameters(single)
+        assert chosen.parameters() == nn.count_parameters(single)
         grads = eqx.filter_grad(lambda m: jnp.sum(m(tokens) ** 2))(chosen)
         for j, mixer_grads in enumerate(grads.blocks[0].mixer.mixers):
             norms = [float(jnp.abs(g).sum()) for g in jax.tree_util.tree_leaves(mixer_grads)]

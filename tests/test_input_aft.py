@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from attnbook import aft
+from attnbook import aft, nn
 
 KEY = jax.random.key(0)
 
@@ -237,7 +237,7 @@ def test_layer_constructors():
     with pytest.raises(TypeError, match="^key must be a JAX random key"):
         aft.NextTokenModel("aft-simple", vocab_size=5, num_classes=3, max_len=8, key=42)
     with pytest.raises(TypeError, match="^key must be a JAX random key"):
-        aft.Dense(3, 4, key=np.uint32(7))
+        nn.Dense(3, 4, key=np.uint32(7))
     with pytest.raises(ValueError, match="^d_model must be a positive integer, got 0"):
         aft.AFTSimple(0, key=KEY)
     with pytest.raises(TypeError, match="^max_len must be a positive integer"):
@@ -295,7 +295,7 @@ def test_layer_inputs(name):
 
 
 def test_dense_inputs():
-    dense = aft.Dense(3, 4, key=KEY)
+    dense = nn.Dense(3, 4, key=KEY)
     assert dense(jnp.ones((2, 5, 3))).shape == (2, 5, 4) and dense(jnp.ones(3)).shape == (4,)
     with pytest.raises(ValueError, match="^x must have d_in=3 features in its last axis, got shape \\(3, 4\\)"):
         dense(jnp.ones((3, 4)))  # transposed: not accepted even where a product would fit

@@ -364,17 +364,3 @@ def show_runtime_errors_first() -> bool:
 def integers_in_range(name: str, x, low: int, high: int):
     """:func:`values` for integer ids: every entry of ``x`` in ``[low, high)``. Returns ``x`` (use it)."""
     return values(name, x, (x < low) | (x >= high), f"integers in [{low}, {high})")
-
-
-# ---------------------------------------------------------------------------------------------
-# Initialisation
-
-
-@functools.partial(jax.jit, static_argnums=(1, 2))
-def uniform_init(key: jax.Array, shapes: tuple[tuple[int, ...], ...], fan_in: int) -> tuple[jax.Array, ...]:
-    """Arrays of the given shapes from Uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)), one split key each.
-
-    Jitted as a whole: drawn eagerly, every new shape would compile its own random-number kernel.
-    """
-    keys = jax.random.split(key, len(shapes))
-    return tuple(jax.random.uniform(k, s, minval=-1.0, maxval=1.0) / jnp.sqrt(fan_in) for k, s in zip(keys, shapes))

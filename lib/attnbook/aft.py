@@ -43,6 +43,7 @@ import numpy as np
 from jaxtyping import Array, Float, Int
 
 from . import _checks, masking
+from .nn import Dense, count_parameters, features as _features, init, split as _keys
 from .attention import scaled_dot_product_attention
 
 ROW_BLOCK = 64
@@ -53,12 +54,6 @@ VARIANTS = ("aft-full", "aft-local", "aft-simple", "aft-conv")
 
 # ---------------------------------------------------------------------------------------------
 # Argument checks and non-finite input
-
-
-def _features(name: str, x, expected: int, axis: str) -> None:
-    """Raise unless the last axis of ``x`` has ``expected`` entries (a size fixed by a layer, not by an argument)."""
-    if x.shape[-1] != expected:
-        raise ValueError(f"{name} must have {axis}={expected} features in its last axis, got shape {tuple(x.shape)}")
 
 
 def _rows(name: str, x, max_len: int) -> None:
@@ -477,49 +472,6 @@ def conv_bias_matrix(kernel: Float[Array, "heads s"], length: int, causal: bool 
 # Layers: each maps x (T, d_model) -> (T, d_model), a drop-in replacement for self-attention
 
 
-def _keys(key, n: int) -> list:
-    """``n`` independent keys derived from ``key`` (``fold_in`` compiles once for every ``n``, ``split`` does not)."""
-    return [jax.random.fold_in(key, i) for i in range(n)]
-
-
-def _random(key, shape: tuple[int, ...], scale: float, normal: bool = False) -> jax.Array:
-    """``scale`` times uniform(-1, 1) (or standard normal) numbers of ``shape``, determined by ``key``.
-
-    With a concrete key the numbers come from NumPy's generator seeded with the key's data (as in
-    :mod:`attnbook.mha`): the same key gives the same numbers, and no random-number kernel is compiled
-    for every new shape (``jax.random`` compiles one per shape, a noticeable wait on a small CPU when a
-    model has a dozen layer shapes). Under ``jit`` or ``vmap`` (a traced key) ``jax.random`` is used.
-    """
-    if _checks.is_concrete(key):
-        data = jax.random.key_data(key) if jnp.issubdtype(key.dtype, jax.dtypes.prng_key) else key
-        rng = np.random.default_rng(np.asarray(data).ravel().tolist())
-        numbers = rng.standard_normal(shape) if normal else rng.uniform(-1.0, 1.0, size=shape)
-        return jnp.asarray(scale * numbers, dtype=jnp.float32)
-    numbers = jax.random.normal(key, shape) if normal else jax.random.uniform(key, shape, minval=-1.0, maxval=1.0)
-    return scale * numbers
-
-
-class Dense(eqx.Module):
-    """``x W + b`` on the last axis, rows as tokens; uniform(-1/sqrt(d_in), 1/sqrt(d_in)) initialisation
-    (the default of ``Dense``). ``W`` has shape ``(d_in, d_out)``."""
-
-    weight: jax.Array
-    bias: jax.Array
-
-    def __init__(self, d_in: int, d_out: int, *, key: jax.Array):
-        d_in = _checks.positive_int("d_in", d_in)
-        d_out = _checks.positive_int("d_out", d_out)
-        key = _checks.prng_key("key", key)
-        w_key, b_key = _keys(key, 2)
-        self.weight = _random(w_key, (d_in, d_out), 1.0 / np.sqrt(d_in))
-        self.bias = _random(b_key, (d_out,), 1.0 / np.sqrt(d_in))
-
-    @_checks.shaped
-    def __call__(self, x: Float[Array, "*batch d_in"]) -> Float[Array, "*batch d_out"]:
-        _features("x", x, self.weight.shape[0], "d_in")
-        return x @ self.weight + self.bias
-
-
 class AFTFull(eqx.Module):
     """AFT-full layer: projections ``Q, K, V = x W_q, x W_k, x W_v``, Eq. 2, output projection.
 
@@ -551,8 +503,8 @@ class AFTFull(eqx.Module):
         causal = _checks.flag("causal", causal)
         keys = _keys(_checks.prng_key("key", key), 6)
         self.query, self.key_proj, self.value, self.out = (Dense(d_model, d_model, key=k) for k in keys[:4])
-        self.u = _random(keys[4], (max_len, bias_dim), 0.1, normal=True)
-        self.v = _random(keys[5], (max_len, bias_dim), 0.1, normal=True)
+        self.u = init(keys[4], (max_len, bias_dim), "normal", scale=0.1)
+        self.v = init(keys[5], (max_len, bias_dim), "normal", scale=0.1)
         self.causal = causal
 
     def bias(self, length: int) -> Float[Array, "T T"]:
@@ -647,7 +599,7 @@ class AFTConv(eqx.Module):
         keys = _keys(_checks.prng_key("key", key), 5)
         self.query, self.value, self.out = (Dense(d_model, d_model, key=k) for k in keys[:3])
         self.key_proj = Dense(d_model, heads, key=keys[3])
-        self.raw_kernel = _random(keys[4], (heads, window), 1.0, normal=True)
+        self.raw_kernel = init(keys[4], (heads, window), "normal", scale=1.0)
         self.gain = jnp.zeros((heads,))
         self.shift = jnp.zeros((heads,))
         self.causal = causal
@@ -798,8 +750,8 @@ class NextTokenModel(eqx.Module):
                 return make_mixer(kind, d_model, max_len, key=k, **mixer_options)
             return MixerChoice(kind, d_model, max_len, key=k, **mixer_options)
 
-        self.embed = _random(keys[0], (vocab_size, d_model), 1.0, normal=True)  # row i: token i
-        self.position = _random(keys[1], (max_len, d_model), 0.02, normal=True)
+        self.embed = init(keys[0], (vocab_size, d_model), "normal", scale=1.0)  # row i: token i
+        self.position = init(keys[1], (max_len, d_model), "normal", scale=0.02)
         self.blocks = tuple(Block(mixer(keys[3 + 2 * i]), d_model, key=keys[4 + 2 * i]) for i in range(depth))
         self.norm = eqx.nn.LayerNorm(d_model)
         self.head = Dense(d_model, num_classes, key=keys[2])
@@ -835,11 +787,6 @@ class NextTokenModel(eqx.Module):
         for block in self.blocks:
             x = block(x)
         return self.head(jax.vmap(self.norm)(x))
-
-
-def count_parameters(model: eqx.Module) -> int:
-    """Number of trainable (floating-point) numbers in ``model``."""
-    return int(sum(x.size for x in jax.tree_util.tree_leaves(eqx.filter(model, eqx.is_inexact_array))))
 
 
 __all__ = [

@@ -32,7 +32,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float
 
-from . import _checks, masking
+from . import _checks, masking, nn
 
 
 # ---------------------------------------------------------------------------------------------
@@ -277,7 +277,8 @@ class SelfAttention(eqx.Module):
         key = _checks.prng_key("key", key)
         shapes = ((d_in, d_attn), (d_attn,), (d_in, d_attn), (d_attn,), (d_in, d_out), (d_out,))
         # Uniform(-1/sqrt(d_in), 1/sqrt(d_in)), the default of eqx.nn.Linear: unit-scale outputs.
-        self.w_q, self.b_q, self.w_k, self.b_k, self.w_v, self.b_v = _checks.uniform_init(key, shapes, d_in)
+        self.w_q, self.b_q, self.w_k, self.b_k, self.w_v, self.b_v = nn.init(key, shapes, "fan-in", fan_in=d_in,
+                                                                               generator="jax")
         self.causal = causal
 
     @_boolean_mask

@@ -34,9 +34,9 @@ from jaxtyping import Array, Float, Int
 
 from . import _checks, masking, positional
 from . import train as train_module
-from .aft import Dense, _keys, _random
+from .nn import Dense, FeedForward, init, split as _keys
 from .attention import masked_softmax
-from .transformer import FeedForward, _check_tokens
+from .transformer import _check_tokens
 
 ENCODINGS = ("nope", "sinusoidal", "learned", "rope", "alibi", "t5")
 """The six position encodings of chapter 8, in the order of its tables."""
@@ -166,7 +166,7 @@ class PositionModel(eqx.Module):
         key = _checks.prng_key("key", key)
         keys = _keys(key, 2 * depth + 4)
         self.encoding = encoding
-        self.embedding = _random(keys[0], (vocab_size, d_model), 1.0, normal=True)
+        self.embedding = init(keys[0], (vocab_size, d_model), "normal")
         self.positions = (positional.LearnedPositions(train_length, d_model, scale=1.0, key=keys[1])
                           if encoding == "learned" else None)
         self.relative = positional.RelativePositionBias(heads, key=keys[2]) if encoding == "t5" else None

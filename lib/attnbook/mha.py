@@ -28,27 +28,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Float
 
-from . import _checks
+from . import _checks, nn
 from .attention import check_score_range, masked_softmax
-
-
-def _glorot_kernels(key: jax.Array, shapes: list[tuple[tuple[int, ...], int, int]]) -> list[jax.Array]:
-    """Kernels uniform in ``±sqrt(6 / (fan_in + fan_out))`` (Glorot), one per ``(shape, fan_in, fan_out)``.
-
-    With a concrete key the numbers come from NumPy's generator seeded with the key's data: the same
-    key gives the same weights, and no random-number kernel is compiled for every new layer shape
-    (``jax.random`` compiles one per shape, about a second each on a small CPU). Under ``jit`` or
-    ``vmap`` (a traced key) ``jax.random`` is used instead.
-    """
-    limits = [np.sqrt(6.0 / (fan_in + fan_out)) for _, fan_in, fan_out in shapes]
-    if _checks.is_concrete(key):
-        data = jax.random.key_data(key) if jnp.issubdtype(key.dtype, jax.dtypes.prng_key) else key
-        rng = np.random.default_rng(np.asarray(data).ravel().tolist())
-        return [jnp.asarray(rng.uniform(-limit, limit, size=shape), dtype=jnp.float32)
-                for (shape, _, _), limit in zip(shapes, limits)]
-    keys = jax.random.split(key, len(shapes))
-    return [jax.random.uniform(k, shape, minval=-limit, maxval=limit)
-            for k, (shape, _, _), limit in zip(keys, shapes, limits)]
 
 
 class MultiHeadAttention(eqx.Module):
@@ -101,12 +82,11 @@ class MultiHeadAttention(eqx.Module):
         value_dim = key_dim if value_dim is None else _checks.positive_int("value_dim", value_dim)
         d_out = d_model if d_out is None else _checks.positive_int("d_out", d_out)
         key = _checks.prng_key("key", key)
-        self.w_q, self.w_k, self.w_v, self.w_o = _glorot_kernels(key, [
-            ((d_model, heads, key_dim), d_model, heads * key_dim),
-            ((d_model, heads, key_dim), d_model, heads * key_dim),
-            ((d_model, heads, value_dim), d_model, heads * value_dim),
-            ((heads, value_dim, d_out), heads * value_dim, d_out),
-        ])
+        self.w_q, self.w_k, self.w_v, self.w_o = nn.init(
+            key, ((d_model, heads, key_dim), (d_model, heads, key_dim), (d_model, heads, value_dim),
+                  (heads, value_dim, d_out)), "glorot",
+            fan_in=(d_model, d_model, d_model, heads * value_dim),
+            fan_out=(heads * key_dim, heads * key_dim, heads * value_dim, d_out))
         zeros = lambda *shape: jnp.asarray(np.zeros(shape, dtype=np.float32))
         self.b_q = zeros(heads, key_dim)
         if key_bias_positions is None:
@@ -229,4 +209,4 @@ def parameter_count(layer: MultiHeadAttention) -> int:
     """Number of trainable numbers in ``layer`` (751 for d_model 7, 3 heads, key_dim 8)."""
     if not isinstance(layer, MultiHeadAttention):  # any other pytree would be counted without a word
         raise TypeError(f"layer must be a MultiHeadAttention, got {type(layer).__name__}")
-    return sum(a.size for a in jax.tree.leaves(eqx.filter(layer, eqx.is_inexact_array)))
+    return nn.count_parameters(layer)

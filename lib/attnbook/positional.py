@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from . import _checks
+from . import _checks, nn
 
 
 def frequencies(d_model: int, base: float = 10000.0) -> Float[np.ndarray, " pairs"]:
@@ -179,9 +179,7 @@ class LearnedPositions(eqx.Module):
         max_len = _checks.positive_int("max_len", max_len)
         d_model = _checks.positive_int("d_model", d_model)
         key = _checks.prng_key("key", key)
-        from .aft import _random  # NumPy-drawn for a concrete key: no random kernel compiled per shape
-
-        self.table = _random(key, (max_len, d_model), scale, normal=True)
+        self.table = nn.init(key, (max_len, d_model), "normal", scale=scale)
 
     @property
     def max_len(self) -> int:
@@ -214,9 +212,7 @@ class RelativePositionBias(eqx.Module):
         relative_position_bucket(np.zeros(1, dtype=int), bidirectional=self.bidirectional,
                                  num_buckets=num_buckets, max_distance=self.max_distance)  # checks the sizes
         key = _checks.prng_key("key", key)
-        from .aft import _random
-
-        self.table = _random(key, (num_buckets, num_heads), 0.02, normal=True)
+        self.table = nn.init(key, (num_buckets, num_heads), "normal", scale=0.02)
 
     def buckets(self, length: int) -> np.ndarray:
         """The ``(T, T)`` bucket of ``j - i`` for query ``i`` and key ``j``."""

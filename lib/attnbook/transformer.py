@@ -30,7 +30,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _checks, masking
-from .aft import AFTConv, AFTFull, AFTLocal, AFTSimple, Dense, _keys, _random
+from .aft import AFTConv, AFTFull, AFTLocal, AFTSimple
+from .nn import Dense, FeedForward, init, split as _keys
 from .attention import masked_softmax
 from .mha import MultiHeadAttention
 from .positional import sinusoidal_encoding
@@ -42,25 +43,6 @@ CACHED_MIXERS = ("attention", "aft-simple")
 
 # ---------------------------------------------------------------------------------------------
 # Sub-layers
-
-
-class FeedForward(eqx.Module):
-    """The position-wise feed-forward layer: ``max(0, x W1 + b1) W2 + b2`` on every row of ``x (T, d_model)``.
-
-    The same two-layer network is applied to each token on its own; it mixes features, never tokens.
-    """
-
-    hidden: Dense
-    project: Dense
-
-    def __init__(self, d_model: int, d_hidden: int, *, key: jax.Array):
-        k1, k2 = _keys(key, 2)
-        self.hidden = Dense(d_model, d_hidden, key=k1)
-        self.project = Dense(d_hidden, d_model, key=k2)
-
-    def __call__(self, x):
-        """``x (T, d_model) -> (T, d_model)``."""
-        return self.project(jax.nn.relu(self.hidden(x)))
 
 
 class SelfAttention(eqx.Module):
@@ -198,7 +180,7 @@ class Stack(eqx.Module):
         vocab_size = _checks.positive_int("vocab_size", vocab_size)
         depth = _checks.positive_int("depth", depth)
         keys = _keys(key, depth + 1)
-        self.embedding = _random(keys[0], (vocab_size, d_model), 1.0, normal=True)
+        self.embedding = init(keys[0], (vocab_size, d_model), "normal")
         self.blocks = tuple(Block(d_model, causal=decoder, cross=decoder, key=k, **block) for k in keys[1:])
         # Pre-LN leaves the residual stream un-normalised after the last block; post-LN ends with a LayerNorm.
         self.final_norm = eqx.nn.LayerNorm(d_model) if block.get("pre_norm", True) else None

@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from attnbook import aft, nn
+from attnbook import aft, lm, nn
 from attnbook.attention import scaled_dot_product_attention
 from attnbook.masking import causal_mask
 
@@ -245,7 +245,7 @@ def test_no_leak_perturbation(name):
 
 @pytest.mark.parametrize("kind", ("attention",) + aft.VARIANTS)
 def test_next_token_model_is_causal(kind):
-    model = aft.NextTokenModel(kind, vocab_size=5, num_classes=4, max_len=12, d_model=8, key=jax.random.key(0),
+    model = lm.NextTokenModel(kind, vocab_size=5, num_classes=4, max_len=12, d_model=8, key=jax.random.key(0),
                                window=3, heads=2)
     tokens = jnp.asarray([1, 3, 0, 2, 4, 4, 1, 0, 2, 3], dtype=jnp.int32)
     base = np.asarray(model(tokens))
@@ -412,7 +412,7 @@ def test_layer_arguments():
     with pytest.raises(ValueError, match="odd"):
         aft.AFTConv(8, 4, 4, causal=False, key=jax.random.key(0))
     with pytest.raises(ValueError, match="kind"):
-        aft.make_mixer("aft-fancy", 8, 10, key=jax.random.key(0))
+        lm.make_mixer("aft-fancy", 8, max_len=10, key=jax.random.key(0))
     layer = aft.AFTFull(8, 6, key=jax.random.key(0))
     with pytest.raises(ValueError, match="max_len=6"):
         layer(jnp.ones((7, 8)))
@@ -446,12 +446,12 @@ def test_layers_match_functions():
 
 def test_mixer_choice_trains_only_the_chosen_layer():
     kinds = ("attention",) + aft.VARIANTS
-    model = aft.NextTokenModel(kinds, vocab_size=5, num_classes=5, max_len=8, d_model=8, key=jax.random.key(0),
+    model = lm.NextTokenModel(kinds, vocab_size=5, num_classes=5, max_len=8, d_model=8, key=jax.random.key(0),
                                heads=2, window=3)
     tokens = jnp.asarray([0, 1, 2, 3, 4, 0], dtype=jnp.int32)
     for i, kind in enumerate(kinds):
         chosen = model.using(kind)
-        single = aft.NextTokenModel(kind, vocab_size=5, num_classes=5, max_len=8, d_model=8, key=jax.random.key(0),
+        single = lm.NextTokenModel(kind, vocab_size=5, num_classes=5, max_len=8, d_model=8, key=jax.random.key(0),
                                     heads=2, window=3)
         single = eqx.tree_at(lambda m: m.blocks[0].mixer, single, model.blocks[0].mixer.mixers[i])
         np.testing.assert_allclose(chosen(tokens), single(tokens), atol=1e-6)

@@ -49,3 +49,27 @@ def test_dense_feed_forward_and_count_against_numpy():
         nn.FeedForward(3, 6, activation="tanh", key=jax.random.key(1))
     with pytest.raises(ValueError, match="x must have d_model=3"):
         ff(np.zeros((5, 4), np.float32))
+
+
+CHAPTER = {"positional": 1, "attention": 2, "baselines": 2, "data": 2, "train": 2, "masking": 3, "sampling": 3,
+           "mha": 4, "aft": 5, "lm": 5, "cost": 6, "transformer": 7, "extrapolation": 8}
+SHARED = {"nn", "_checks", "plotting"}
+
+
+def test_modules_import_only_their_own_or_earlier_chapters_and_no_private_names():
+    import ast
+    import pathlib
+
+    import attnbook
+
+    root = pathlib.Path(attnbook.__file__).parent
+    for name, chapter in CHAPTER.items():
+        tree = ast.parse((root / f"{name}.py").read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                modules = [node.module] if node.module else [a.name for a in node.names]
+                for module in modules:
+                    assert module in SHARED or CHAPTER[module] <= chapter, f"{name} (ch. {chapter}) imports {module}"
+                if node.module:
+                    private = [a.name for a in node.names if a.name.startswith("_")]
+                    assert not private, f"{name} imports private names {private} from {node.module}"

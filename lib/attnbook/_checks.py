@@ -31,7 +31,6 @@ import typing
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import jaxtyping
 import numpy as np
 
 # ---------------------------------------------------------------------------------------------
@@ -108,12 +107,15 @@ def prng_key(name: str, key) -> jax.Array:
     raise TypeError(f"{name} must be a JAX random key such as jax.random.key(0), got {_describe(key)}")
 
 
-def _describe(value) -> str:
+def describe(value) -> str:
     """A short description of a received value for error messages: arrays by dtype and shape."""
     if hasattr(value, "shape") and hasattr(value, "dtype"):
         return f"an array of dtype {value.dtype} and shape {tuple(value.shape)}"
     text = repr(value)
     return f"{type(value).__name__} {text if len(text) <= 60 else text[:57] + '...'}"
+
+
+_describe = describe  # the name used inside this module
 
 
 # ---------------------------------------------------------------------------------------------
@@ -152,22 +154,25 @@ def _kind(annotation) -> tuple[str, typing.Callable] | None:
 
 
 def _dims(annotation) -> list:
-    """The dimensions of a jaxtyping annotation as ``("name", str) | ("fixed", int) | ("any",) | ("*name", str) | ("...",)``."""
+    """The dimensions of a jaxtyping annotation as ``("name", str) | ("fixed", int) | ("any",) | ("*name", str) | ("...",)``.
+
+    Read from the annotation's shape string (``annotation.dim_str``, e.g. ``"*batch T d"``), the text the
+    signature shows, so nothing depends on jaxtyping's internal classes.
+    """
     out = []
-    for dim in annotation.dims:
-        cls = type(dim).__name__
-        if cls == "_NamedDim":
-            out.append(("name", dim.name))
-        elif cls == "_FixedDim":
-            out.append(("fixed", dim.size))
-        elif cls == "_NamedVariadicDim":
-            out.append(("*name", dim.name))
-        elif dim is jaxtyping._array_types._anonymous_variadic_dim:  # "..." or "*_"
+    for token in annotation.dim_str.split():
+        if token in ("...", "*_"):
             out.append(("...",))
-        elif dim is jaxtyping._array_types._anonymous_dim:  # "_"
+        elif token == "_":
             out.append(("any",))
+        elif token.isdigit():
+            out.append(("fixed", int(token)))
+        elif token.startswith("*") and token[1:].isidentifier():
+            out.append(("*name", token[1:]))
+        elif token.isidentifier():
+            out.append(("name", token))
         else:
-            raise NotImplementedError(f"shape annotation {annotation.dim_str!r}: dimension {dim!r} is not supported")
+            raise NotImplementedError(f"shape annotation {annotation.dim_str!r}: dimension {token!r} is not supported")
     if sum(d[0] in ("*name", "...") for d in out) > 1:
         raise NotImplementedError(f"shape annotation {annotation.dim_str!r}: at most one variadic dimension")
     return out
@@ -359,6 +364,14 @@ def show_runtime_errors_first() -> bool:
 
     shell.set_custom_exc((JaxRuntimeError,), handler)
     return True
+
+
+def tokens(name: str, tokens, vocab_size: int):
+    """Integer token ids ``(T,)`` in ``[0, vocab_size)``, checked (values also under ``jit``). Returns them (use it)."""
+    ndim(name, tokens, 1, "(T,)")
+    if not jnp.issubdtype(jnp.asarray(tokens).dtype, jnp.integer):
+        raise TypeError(f"{name} must be integer token ids, got dtype {jnp.asarray(tokens).dtype}")
+    return integers_in_range(name, tokens, 0, vocab_size)
 
 
 def integers_in_range(name: str, x, low: int, high: int):

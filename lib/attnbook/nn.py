@@ -65,7 +65,7 @@ def init(key: jax.Array, shape, scheme: str = "uniform", *, scale: float = 1.0, 
     single = _is_shape(shape)
     shapes = (shape,) if single else tuple(shape)
     if not shapes or not all(_is_shape(s) for s in shapes):
-        raise TypeError(f"shape must be a tuple of integers or a tuple of such tuples, got {_checks._describe(shape)}")
+        raise TypeError(f"shape must be a tuple of integers or a tuple of such tuples, got {_checks.describe(shape)}")
     per = lambda x: tuple(x) if isinstance(x, (tuple, list)) else (x,) * len(shapes)
     fans_in, fans_out = per(fan_in), per(fan_out)
     if scheme in ("fan-in", "glorot"):
@@ -120,6 +120,13 @@ def features(name: str, x, expected: int, axis: str) -> None:
         raise ValueError(f"{name} must have {axis}={expected} features in its last axis, got shape {tuple(x.shape)}")
 
 
+def max_rows(name: str, x, max_len: int) -> None:
+    """Raise unless ``x`` has at most ``max_len`` positions (its first axis): a layer's learned positions."""
+    if x.shape[0] > max_len:
+        raise ValueError(f"{name} must have at most max_len={max_len} positions (first axis), "
+                         f"got shape {tuple(x.shape)}")
+
+
 class Dense(eqx.Module):
     """``x W + b`` on the last axis, rows as tokens; ``"fan-in"`` initialisation (uniform within
     ``±1/sqrt(d_in)``, the default of ``equinox.nn.Linear``). ``W`` has shape ``(d_in, d_out)``."""
@@ -170,9 +177,87 @@ class FeedForward(eqx.Module):
         return self.project(ACTIVATIONS[self.activation](self.hidden(x)))
 
 
+class Block(eqx.Module):
+    """One Transformer block: a token mixer, optional cross-attention, an optional feed-forward layer.
+
+    Each sub-layer sits in a residual connection with a LayerNorm, placed as in the original paper
+    (post-LN, ``x = LN(x + f(x))``) or before the sub-layer (pre-LN, ``x = x + f(LN(x))``, the default).
+    The one block of the book: chapter 5's next-token model (pre-LN, GELU), chapter 7's encoder and decoder
+    (pre- or post-LN, ReLU, cross-attention in the decoder) and chapter 8's models are all built of it.
+
+    Args:
+        mixer: the token mixer, any module ``(T, d_model) -> (T, d_model)``.
+        d_model: features per token.
+        cross: optional cross-attention, ``cross(x, memory, memory) -> (out, weights)`` (a
+            :class:`attnbook.mha.MultiHeadAttention`); the block then needs ``memory``.
+        feed_forward: include the feed-forward layer (width ``ff_ratio * d_model``, ``activation``).
+        pre_norm: LayerNorm before each sub-layer (pre-LN) if True, after its residual sum (post-LN) if False.
+        residual: add each sub-layer's input to its output; False removes every residual connection.
+        key: PRNG key of the feed-forward layer (the mixer and cross-attention come built).
+    """
+
+    mixer: eqx.Module
+    cross: eqx.Module | None
+    feed_forward: FeedForward | None
+    norms: tuple
+    pre_norm: bool = eqx.field(static=True)
+    residual: bool = eqx.field(static=True)
+
+    def __init__(self, mixer: eqx.Module, d_model: int, *, cross: eqx.Module | None = None, feed_forward: bool = True,
+                 ff_ratio: int = 4, activation: str = "relu", pre_norm: bool = True, residual: bool = True,
+                 key: jax.Array):
+        d_model = _checks.positive_int("d_model", d_model)
+        ff_ratio = _checks.positive_int("ff_ratio", ff_ratio)
+        feed_forward = _checks.flag("feed_forward", feed_forward)
+        key = _checks.prng_key("key", key)
+        self.mixer = _checks.function("mixer", mixer)
+        self.cross = cross
+        self.feed_forward = (FeedForward(d_model, ff_ratio * d_model, activation=activation, key=key)
+                             if feed_forward else None)
+        self.norms = tuple(eqx.nn.LayerNorm(d_model) for _ in range(1 + (cross is not None) + feed_forward))
+        self.pre_norm, self.residual = _checks.flag("pre_norm", pre_norm), _checks.flag("residual", residual)
+
+    def _sublayer(self, norm, f, x):
+        """One sub-layer ``f`` with its residual connection and LayerNorm, pre- or post-LN."""
+        layer_norm = jax.vmap(norm)  # LayerNorm normalises each token (row) on its own
+        if self.pre_norm:
+            y = f(layer_norm(x))
+            return x + y if self.residual else y
+        y = f(x)
+        return layer_norm(x + y if self.residual else y)
+
+    def cross_attend(self, x, memory):
+        """Cross-attention alone: queries from ``x (T, d_model)``, keys and values from ``memory (S, d_model)``.
+
+        Returns ``(out (T, d_model), weights (heads, T, S))``.
+        """
+        if self.cross is None:
+            raise ValueError("cross_attend needs a block built with cross-attention")
+        return self.cross(x, memory, memory)
+
+    @_checks.shaped
+    def __call__(self, x: Float[Array, "T d_model"], memory: Float[Array, "S d_model"] | None = None,
+                 **mixer_options) -> Float[Array, "T d_model"]:
+        """``x (T, d_model)``, and for a block with cross-attention the encoder's output ``memory (S, d_model)``.
+
+        ``mixer_options`` go to the mixer (e.g. ``bias=`` and ``process_heads=`` of multi-head self-attention).
+        """
+        features("x", x, self.norms[0].weight.shape[-1], "d_model")
+        if (memory is None) != (self.cross is None):
+            raise ValueError("memory must be given exactly when the block has cross-attention, "
+                             f"got memory={'None' if memory is None else tuple(memory.shape)}")
+        norms = iter(self.norms)
+        x = self._sublayer(next(norms), lambda h: self.mixer(h, **mixer_options), x)
+        if self.cross is not None:
+            x = self._sublayer(next(norms), lambda h: self.cross_attend(h, memory)[0], x)
+        if self.feed_forward is not None:
+            x = self._sublayer(next(norms), self.feed_forward, x)
+        return x
+
+
 def count_parameters(model) -> int:
     """Number of trainable (floating-point) numbers in ``model``, any Equinox module or pytree."""
     return int(sum(x.size for x in jax.tree_util.tree_leaves(eqx.filter(model, eqx.is_inexact_array))))
 
 
-__all__ = ["SCHEMES", "split", "init", "Dense", "ACTIVATIONS", "FeedForward", "count_parameters"]
+__all__ = ["SCHEMES", "split", "init", "max_rows", "Dense", "ACTIVATIONS", "FeedForward", "Block", "count_parameters"]

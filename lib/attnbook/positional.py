@@ -12,7 +12,7 @@ ALiBi's causal bias ``slope * (j - i)``.
 from __future__ import annotations
 
 import equinox as eqx
-import jax  # noqa: F401  (annotations)
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
@@ -90,6 +90,18 @@ def rope(x: Float[Array, "T d"], base: float = 10000.0) -> Float[Array, "T d"]:
     even, odd = x[:, 0::2], x[:, 1::2]
     rotated = jnp.stack([even * cos - odd * sin, even * sin + odd * cos], axis=-1)
     return rotated.reshape(length, d)
+
+
+@_checks.shaped
+def rope_heads(q: Float[Array, "Tq heads dq"], k: Float[Array, "Tk heads dq"], v: Float[Array, "Tk heads dv"]
+               ) -> tuple[Float[Array, "Tq heads dq"], Float[Array, "Tk heads dq"], Float[Array, "Tk heads dv"]]:
+    """:func:`rope` on every head of projected queries and keys (values unchanged): a ``process_heads`` hook.
+
+    Shapes are those of :meth:`attnbook.mha.MultiHeadAttention.project`, ``(T, heads, features)``; pass it as
+    ``layer(x, x, x, process_heads=rope_heads)``.
+    """
+    rotate = jax.vmap(rope, in_axes=1, out_axes=1)  # per head, over positions
+    return rotate(q), rotate(k), v
 
 
 def alibi_slopes(num_heads: int) -> Float[np.ndarray, " num_heads"]:

@@ -58,10 +58,10 @@ class History:
 def _data(name: str, arrays) -> tuple[jax.Array, ...]:
     """A tuple of arrays with one leading size ``N >= 1``, as JAX arrays."""
     if not isinstance(arrays, (tuple, list)) or not arrays:
-        raise TypeError(f"{name} must be a non-empty tuple of arrays such as (inputs, targets), got {_checks._describe(arrays)}")
+        raise TypeError(f"{name} must be a non-empty tuple of arrays such as (inputs, targets), got {_checks.describe(arrays)}")
     for i, a in enumerate(arrays):
         if np.ndim(a) < 1:
-            raise ValueError(f"{name}[{i}] must have a leading axis of N examples, got {_checks._describe(a)}")
+            raise ValueError(f"{name}[{i}] must have a leading axis of N examples, got {_checks.describe(a)}")
     sizes = {np.shape(a)[0] for a in arrays}
     if len(sizes) != 1:
         raise ValueError(f"{name} arrays must share their leading size N, got sizes {sorted(sizes)}")
@@ -106,7 +106,7 @@ def _optimizer_probe(optimizer, params):
 def _check_optimizer(optimizer, params) -> None:
     if not (hasattr(optimizer, "init") and hasattr(optimizer, "update")):
         raise TypeError(f"optimizer must be an Optax GradientTransformation such as optax.adam(1e-2), "
-                        f"got {_checks._describe(optimizer)}")
+                        f"got {_checks.describe(optimizer)}")
     finite, dots = _optimizer_probe(optimizer, params)
     if not bool(finite):
         raise ValueError("optimizer must give finite updates for finite gradients, got NaN or infinite ones "
@@ -268,9 +268,9 @@ def fit_seeds(
     """
     _checks.function("loss_fn", loss_fn)
     if isinstance(models, eqx.Module) or not isinstance(models, (list, tuple)) or not models:
-        raise TypeError(f"models must be a non-empty sequence of models, got {_checks._describe(models)}")
+        raise TypeError(f"models must be a non-empty sequence of models, got {_checks.describe(models)}")
     if not isinstance(batches, (tuple, list)) or not batches:
-        raise TypeError(f"batches must be a non-empty tuple of arrays such as (inputs, targets), got {_checks._describe(batches)}")
+        raise TypeError(f"batches must be a non-empty tuple of arrays such as (inputs, targets), got {_checks.describe(batches)}")
     batches = tuple(jnp.asarray(b) for b in batches)
     for i, b in enumerate(batches):
         if b.ndim < 2 or b.shape[:2] != batches[0].shape[:2] or b.shape[0] != len(models):

@@ -41,7 +41,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).parent))
 from attention_cost import machine  # noqa: E402  (the same description of the machine as chapter 6's benchmark)
 
 from attnbook import train, transformer as tf  # noqa: E402
-from attnbook.aft import count_parameters  # noqa: E402
+from attnbook.nn import count_parameters  # noqa: E402
 
 SETTINGS = dict(length=8, train_size=20000, test_size=1000, data_seed=0, d_model=32, heads=4, depth=2,
                 steps=600, batch_size=64, learning_rate=3e-3, warmup=100, seeds=[0, 1, 2])

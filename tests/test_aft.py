@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from attnbook import aft
+from attnbook import aft, lm, nn
 from attnbook.attention import scaled_dot_product_attention
 from attnbook.masking import causal_mask
 
@@ -245,7 +245,7 @@ def test_no_leak_perturbation(name):
 
 @pytest.mark.parametrize("kind", ("attention",) + aft.VARIANTS)
 def test_next_token_model_is_causal(kind):
-    model = aft.NextTokenModel(kind, vocab_size=5, num_classes=4, max_len=12, d_model=8, key=jax.random.key(0),
+    model = lm.NextTokenModel(kind, vocab_size=5, num_classes=4, max_len=12, d_model=8, key=jax.random.key(0),
                                window=3, heads=2)
     tokens = jnp.asarray([1, 3, 0, 2, 4, 4, 1, 0, 2, 3], dtype=jnp.int32)
     base = np.asarray(model(tokens))
@@ -412,7 +412,7 @@ def test_layer_arguments():
     with pytest.raises(ValueError, match="odd"):
         aft.AFTConv(8, 4, 4, causal=False, key=jax.random.key(0))
     with pytest.raises(ValueError, match="kind"):
-        aft.make_mixer("aft-fancy", 8, 10, key=jax.random.key(0))
+        lm.make_mixer("aft-fancy", 8, max_len=10, key=jax.random.key(0))
     layer = aft.AFTFull(8, 6, key=jax.random.key(0))
     with pytest.raises(ValueError, match="max_len=6"):
         layer(jnp.ones((7, 8)))
@@ -425,11 +425,11 @@ def test_layer_arguments():
 def test_layer_parameter_counts():
     d, max_len, bias_dim = 8, 10, 4
     projections = 4 * (d * d + d)
-    assert aft.count_parameters(aft.AFTFull(d, max_len, bias_dim=bias_dim, key=jax.random.key(0))) == \
+    assert nn.count_parameters(aft.AFTFull(d, max_len, bias_dim=bias_dim, key=jax.random.key(0))) == \
         projections + 2 * max_len * bias_dim
-    assert aft.count_parameters(aft.AFTSimple(d, key=jax.random.key(0))) == projections
+    assert nn.count_parameters(aft.AFTSimple(d, key=jax.random.key(0))) == projections
     conv = aft.AFTConv(d, 2, 5, key=jax.random.key(0))
-    assert aft.count_parameters(conv) == 3 * (d * d + d) + (d * 2 + 2) + 2 * 5 + 2 + 2
+    assert nn.count_parameters(conv) == 3 * (d * d + d) + (d * 2 + 2) + 2 * 5 + 2 + 2
     assert np.all(np.asarray(conv.kernel()) == 0.0)  # gain and shift start at 0
 
 
@@ -446,16 +446,16 @@ def test_layers_match_functions():
 
 def test_mixer_choice_trains_only_the_chosen_layer():
     kinds = ("attention",) + aft.VARIANTS
-    model = aft.NextTokenModel(kinds, vocab_size=5, num_classes=5, max_len=8, d_model=8, key=jax.random.key(0),
+    model = lm.NextTokenModel(kinds, vocab_size=5, num_classes=5, max_len=8, d_model=8, key=jax.random.key(0),
                                heads=2, window=3)
     tokens = jnp.asarray([0, 1, 2, 3, 4, 0], dtype=jnp.int32)
     for i, kind in enumerate(kinds):
         chosen = model.using(kind)
-        single = aft.NextTokenModel(kind, vocab_size=5, num_classes=5, max_len=8, d_model=8, key=jax.random.key(0),
+        single = lm.NextTokenModel(kind, vocab_size=5, num_classes=5, max_len=8, d_model=8, key=jax.random.key(0),
                                     heads=2, window=3)
         single = eqx.tree_at(lambda m: m.blocks[0].mixer, single, model.blocks[0].mixer.mixers[i])
         np.testing.assert_allclose(chosen(tokens), single(tokens), atol=1e-6)
-        assert chosen.parameters() == aft.count_parameters(single)
+        assert chosen.parameters() == nn.count_parameters(single)
         grads = eqx.filter_grad(lambda m: jnp.sum(m(tokens) ** 2))(chosen)
         for j, mixer_grads in enumerate(grads.blocks[0].mixer.mixers):
             norms = [float(jnp.abs(g).sum()) for g in jax.tree_util.tree_leaves(mixer_grads)]

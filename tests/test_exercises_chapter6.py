@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from attnbook import cost, exercises
-from attnbook.attention import _merge, scaled_dot_product_attention
+from attnbook.attention import merge_softmax_sums, scaled_dot_product_attention
 from attnbook.exercises import chapter6
 from test_exercises import wrong_answers_rejected
 
@@ -55,7 +55,7 @@ def test_merge_is_the_library_merge_and_gives_attention_over_all_keys():
     first, second = chapter6._summary(q, k[:4], v[:4], np.ones((5, 4), bool)), \
         chapter6._summary(q, k[4:], v[4:], np.ones((5, 3), bool))
     m, l, a = chapter6.merge(*first, *second)
-    for ours, library in zip((m, l, a), _merge(tuple(map(jnp.asarray, first)), tuple(map(jnp.asarray, second)))):
+    for ours, library in zip((m, l, a), merge_softmax_sums(tuple(map(jnp.asarray, first)), tuple(map(jnp.asarray, second)))):
         np.testing.assert_allclose(ours, library, rtol=1e-5, atol=1e-6)
     full = scaled_dot_product_attention(jnp.asarray(q, jnp.float32), jnp.asarray(k, jnp.float32),
                                         jnp.asarray(v, jnp.float32))[0]

@@ -7,7 +7,7 @@ import numpy as np
 
 from attnbook import exercises
 from attnbook import transformer as tf
-from attnbook.aft import count_parameters
+from attnbook.nn import count_parameters
 from attnbook.exercises import chapter7
 from attnbook.masking import causal_mask, padding_mask
 from test_exercises import wrong_answers_rejected

@@ -89,28 +89,39 @@ def test_relative_bias_reads_the_table_by_bucket():
             np.testing.assert_array_equal(bias[:, i, j], table[t5_bucket(j - i, False, 8, 20)])
 
 
+def _heads_by_hand(layer, x):
+    """Per-head queries, keys and values from the layer's Keras-shaped kernels, with NumPy."""
+    a = layer.attention
+    x = np.asarray(x)
+    return [(x @ np.asarray(a.w_q[:, h]) + np.asarray(a.b_q[h]), x @ np.asarray(a.w_k[:, h]) + np.asarray(a.b_k[h]),
+             x @ np.asarray(a.w_v[:, h]) + np.asarray(a.b_v[h])) for h in range(a.num_heads)]
+
+
+def _output_by_hand(layer, heads):
+    a = layer.attention
+    return sum(np.asarray(o) @ np.asarray(a.w_o[h]) for h, o in enumerate(heads)) + np.asarray(a.b_o)
+
+
 def test_rope_attention_matches_a_reference():
-    layer = ex.CausalSelfAttention(8, 2, rope=True, key=jax.random.key(2))
+    model = ex.PositionModel("rope", vocab_size=5, d_model=8, depth=1, heads=2, key=jax.random.key(2))
+    layer = model.blocks[0].mixer
     x = jax.random.normal(jax.random.key(3), (6, 8))
-    qkv = np.asarray(layer.qkv(x)).reshape(6, 3, 2, 4)
-    heads = []
-    for h in range(2):
-        q, k, v = (
-            positional.rope(jnp.asarray(qkv[:, 0, h])), positional.rope(jnp.asarray(qkv[:, 1, h])), qkv[:, 2, h])
-        heads.append(attention.scaled_dot_product_attention(q, k, jnp.asarray(v), masking.causal_mask(6))[0])
-    want = layer.out(jnp.concatenate(heads, axis=1))
-    np.testing.assert_allclose(np.asarray(layer(x)), np.asarray(want), atol=1e-5)
+    heads = [attention.scaled_dot_product_attention(positional.rope(jnp.asarray(q)), positional.rope(jnp.asarray(k)),
+                                                    jnp.asarray(v), masking.causal_mask(6))[0]
+             for q, k, v in _heads_by_hand(layer, x)]
+    np.testing.assert_allclose(np.asarray(layer(x, process_heads=positional.rope_heads)),
+                               _output_by_hand(layer, heads), atol=1e-5)
 
 
 def test_bias_attention_matches_a_reference():
-    layer = ex.CausalSelfAttention(8, 2, key=jax.random.key(4))
+    model = ex.PositionModel("alibi", vocab_size=5, d_model=8, depth=1, heads=2, key=jax.random.key(4))
+    layer = model.blocks[0].mixer
     x = jax.random.normal(jax.random.key(5), (5, 8))
     bias = positional.alibi_causal_bias(5, 2)
-    qkv = np.asarray(layer.qkv(x)).reshape(5, 3, 2, 4)
-    heads = [attention.scaled_dot_product_attention(*(jnp.asarray(qkv[:, n, h]) for n in range(3)),
-                                                    masking.causal_mask(5), bias=bias[h])[0] for h in range(2)]
-    np.testing.assert_allclose(np.asarray(layer(x, bias)), np.asarray(layer.out(jnp.concatenate(heads, axis=1))),
-                               atol=1e-5)
+    heads = [attention.scaled_dot_product_attention(*(jnp.asarray(a) for a in qkv), masking.causal_mask(5),
+                                                    bias=bias[h])[0]
+             for h, qkv in enumerate(_heads_by_hand(layer, x))]
+    np.testing.assert_allclose(np.asarray(layer(x, bias)), _output_by_hand(layer, heads), atol=1e-5)
 
 
 @pytest.mark.parametrize("encoding", ex.ENCODINGS)

@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from attnbook import aft
+from attnbook import aft, lm, mha, nn
 
 KEY = jax.random.key(0)
 
@@ -235,9 +235,9 @@ def test_layer_constructors():
     with pytest.raises(TypeError, match="^key must be a JAX random key"):
         aft.AFTFull(8, 10, key=0)
     with pytest.raises(TypeError, match="^key must be a JAX random key"):
-        aft.NextTokenModel("aft-simple", vocab_size=5, num_classes=3, max_len=8, key=42)
+        lm.NextTokenModel("aft-simple", vocab_size=5, num_classes=3, max_len=8, key=42)
     with pytest.raises(TypeError, match="^key must be a JAX random key"):
-        aft.Dense(3, 4, key=np.uint32(7))
+        nn.Dense(3, 4, key=np.uint32(7))
     with pytest.raises(ValueError, match="^d_model must be a positive integer, got 0"):
         aft.AFTSimple(0, key=KEY)
     with pytest.raises(TypeError, match="^max_len must be a positive integer"):
@@ -247,28 +247,28 @@ def test_layer_constructors():
     with pytest.raises(ValueError, match="^d_model must be divisible by heads, got d_model=8, heads=3"):
         aft.AFTConv(8, 3, 5, key=KEY)
     with pytest.raises(ValueError, match="^heads must be a positive integer"):
-        aft.CausalSelfAttention(8, 0, key=KEY)
+        mha.MultiHeadSelfAttention(8, 0, key=KEY)
     with pytest.raises(TypeError, match="^causal must be True or False"):
         aft.AFTSimple(8, causal="yes", key=KEY)
     with pytest.raises(TypeError, match="^kind must be a string"):
-        aft.make_mixer(3, 8, 10, key=KEY)
-    with pytest.raises(ValueError, match="^kind must be 'attention' or one of"):
-        aft.make_mixer("aft-fancy", 8, 10, key=KEY)
+        lm.make_mixer(3, 8, max_len=10, key=KEY)
+    with pytest.raises(ValueError, match="^kind must be one of"):
+        lm.make_mixer("aft-fancy", 8, max_len=10, key=KEY)
     with pytest.raises(TypeError, match="^kinds must be a sequence of names"):
-        aft.MixerChoice("aft-full", 8, 10, key=KEY)
+        lm.MixerChoice("aft-full", 8, 10, key=KEY)
     with pytest.raises(ValueError, match="^kinds must name at least one mixer"):
-        aft.MixerChoice((), 8, 10, key=KEY)
-    with pytest.raises(ValueError, match="^mlp_ratio must be a positive integer"):
-        aft.Block(aft.AFTSimple(8, key=KEY), 8, mlp_ratio=0, key=KEY)
+        lm.MixerChoice((), 8, 10, key=KEY)
+    with pytest.raises(ValueError, match="^ff_ratio must be a positive integer"):
+        nn.Block(aft.AFTSimple(8, key=KEY), 8, ff_ratio=0, key=KEY)
 
 
 LAYERS = {
-    "attention": lambda: aft.CausalSelfAttention(8, 2, key=KEY),
+    "attention": lambda: mha.MultiHeadSelfAttention(8, 2, key=KEY),
     "aft-full": lambda: aft.AFTFull(8, 6, key=KEY),
     "aft-local": lambda: aft.AFTLocal(8, 6, 3, key=KEY),
     "aft-simple": lambda: aft.AFTSimple(8, key=KEY),
     "aft-conv": lambda: aft.AFTConv(8, 2, 3, key=KEY),
-    "block": lambda: aft.Block(aft.AFTSimple(8, key=KEY), 8, key=KEY),
+    "block": lambda: nn.Block(aft.AFTSimple(8, key=KEY), 8, activation="gelu", key=KEY),
 }
 
 
@@ -295,7 +295,7 @@ def test_layer_inputs(name):
 
 
 def test_dense_inputs():
-    dense = aft.Dense(3, 4, key=KEY)
+    dense = nn.Dense(3, 4, key=KEY)
     assert dense(jnp.ones((2, 5, 3))).shape == (2, 5, 4) and dense(jnp.ones(3)).shape == (4,)
     with pytest.raises(ValueError, match="^x must have d_in=3 features in its last axis, got shape \\(3, 4\\)"):
         dense(jnp.ones((3, 4)))  # transposed: not accepted even where a product would fit
@@ -316,7 +316,7 @@ def test_layer_full_long_sequences_match_the_function():
     np.testing.assert_allclose(by_blocks, in_full, rtol=1e-4, atol=1e-5)
 
 
-MODEL = aft.NextTokenModel(("aft-simple", "aft-full"), vocab_size=5, num_classes=3, max_len=8, d_model=8, key=KEY)
+MODEL = lm.NextTokenModel(("aft-simple", "aft-full"), vocab_size=5, num_classes=3, max_len=8, d_model=8, key=KEY)
 
 
 def test_tokens_shape_type_and_range():

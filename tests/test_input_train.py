@@ -229,3 +229,51 @@ def test_minibatch_indices_bad_arguments(args, error, match):
     # batch_size > num_examples ended in a ZeroDivisionError from inside.
     with pytest.raises(error, match=match):
         train.minibatch_indices(*args)
+
+
+# ------------------------------------------------------------------------------------ cross_entropy, fit_seeds
+
+
+@pytest.mark.parametrize(
+    "logits, labels, error, match",
+    [
+        (jnp.zeros((4, 3)), jnp.asarray([0, 1, 2, 3]), ValueError, r"labels must be class labels: integers in \[0, 3\), got 3"),
+        (jnp.zeros((4, 3)), jnp.asarray([0, 1, 2, -1]), ValueError, r"labels must be class labels: integers in \[0, 3\), got -1"),
+        (jnp.zeros((4, 3)), jnp.zeros(4), TypeError, "labels must be an integer array"),
+        (jnp.zeros((4, 3)), jnp.zeros(5, jnp.int32), ValueError, r"labels must have shape \(\*batch=\(4,\),\)"),
+    ],
+)
+def test_cross_entropy_bad_labels(logits, labels, error, match):
+    with pytest.raises(error, match=match):
+        train.cross_entropy(logits, labels)
+
+
+def test_cross_entropy_checks_labels_under_jit():
+    with pytest.raises(eqx.EquinoxRuntimeError, match=r"labels must be class labels: integers in \[0, 3\)"):
+        eqx.filter_jit(train.cross_entropy)(jnp.zeros((2, 3)), jnp.asarray([0, 3]))
+
+
+SEED_BATCHES = (jnp.zeros((2, 3, 8, 10, 4)), jnp.zeros((2, 3, 8), jnp.int32))
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        (dict(models=MODEL), TypeError, "models must be a non-empty sequence of models"),
+        (dict(batches=SEED_BATCHES[0]), TypeError, "batches must be a non-empty tuple of arrays"),
+        (dict(batches=(SEED_BATCHES[0], SEED_BATCHES[1][:1])), ValueError, r"batches\[1\] must have shape \(runs=2, steps"),
+        (dict(optimizer=optax.adam(float("nan"))), ValueError, "optimizer must give finite updates"),
+        (dict(optimizer=optax.sgd(-0.1)), ValueError, "optimizer must move the parameters against the gradient"),
+        (dict(loss_fn=3), TypeError, "loss_fn must be a function"),
+    ],
+)
+def test_fit_seeds_bad_arguments(kwargs, error, match):
+    args = dict(models=[MODEL, MODEL], loss_fn=LOSS, batches=SEED_BATCHES, optimizer=optax.adam(1e-2)) | kwargs
+    with pytest.raises(error, match=match):
+        train.fit_seeds(args.pop("models"), args.pop("loss_fn"), args.pop("batches"), **args)
+
+
+def test_fit_seeds_warns_when_a_run_diverges():
+    xs = SEED_BATCHES[0].at[1, 1].set(jnp.nan)
+    with pytest.warns(RuntimeWarning, match=r"fit_seeds: the training loss of run 1 is nan at step 1"):
+        train.fit_seeds([MODEL, MODEL], LOSS, (xs, SEED_BATCHES[1]), optimizer=optax.adam(1e-2))

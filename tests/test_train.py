@@ -124,3 +124,47 @@ def test_minibatch_shuffles_compiled_without_backend_optimisations_are_the_same(
     for n in (7, 1000, 1201):
         key = jax.random.key(n)
         np.testing.assert_array_equal(train_module._minibatch_indices(key, n, 5, 300), default(key, n, 5, 300))
+
+
+def test_cross_entropy_against_numpy_log_softmax():
+    logits = np.random.default_rng(0).normal(size=(4, 5, 3)).astype(np.float32)
+    labels = np.random.default_rng(1).integers(0, 3, (4, 5))
+    shifted = logits - logits.max(-1, keepdims=True)
+    log_p = shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
+    expected = -np.take_along_axis(log_p, labels[..., None], -1)[..., 0]
+    np.testing.assert_allclose(train.cross_entropy(logits, labels), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_fit_seeds_matches_a_hand_written_loop_per_model(monkeypatch):
+    """fit_seeds runs fit's step per model on its own batches: equal to a Python loop of optax steps, model by model."""
+    monkeypatch.delenv(train.NUDGE_VARIABLE, raising=False)
+    rng = np.random.default_rng(4)
+    x, y = data.markov(2 * 3 * 16, rng)
+    xs = jnp.asarray(data.features(x)).reshape(2, 3, 16, 10, 4)
+    ys = jnp.asarray(y).reshape(2, 3, 16)
+    models = [LinearClassifier(10, 4, 3, key=jax.random.key(s)) for s in (0, 1)]
+    loss = train.classification_loss(lambda m, x: m(x))
+    opt = optax.adam(0.05)
+    stacked, losses = train.fit_seeds(models, loss, (xs, ys), optimizer=opt)
+    assert losses.shape == (2, 3)
+    for r, model in enumerate(models):
+        state = opt.init(model)
+        for s in range(3):
+            value, grads = eqx.filter_value_and_grad(loss)(model, xs[r, s], ys[r, s])
+            np.testing.assert_allclose(value, losses[r, s], rtol=1e-5)
+            updates, state = opt.update(grads, state)
+            model = eqx.apply_updates(model, updates)
+        np.testing.assert_allclose(train.select(stacked, r).weight, model.weight, atol=1e-6)
+
+
+def test_fit_seeds_nudges_every_start(monkeypatch):
+    models = [LinearClassifier(10, 4, 3, key=jax.random.key(0))]
+    xs = jnp.zeros((1, 1, 8, 10, 4))
+    ys = jnp.zeros((1, 1, 8), jnp.int32)
+    loss = train.classification_loss(lambda m, x: m(x))
+    opt = optax.sgd(0.0 + 1e-30)
+    monkeypatch.delenv(train.NUDGE_VARIABLE, raising=False)
+    plain, _ = train.fit_seeds(models, loss, (xs, ys), optimizer=opt)
+    monkeypatch.setenv(train.NUDGE_VARIABLE, "up")
+    nudged, _ = train.fit_seeds(models, loss, (xs, ys), optimizer=opt)
+    assert np.all(np.asarray(nudged.weight) > np.asarray(plain.weight))

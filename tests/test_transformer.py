@@ -145,13 +145,13 @@ def test_every_mixer_runs(mixer):
 
 def test_bad_arguments():
     model = make(0)
-    with pytest.raises(ValueError, match=r"source must have shape \(T,\).*\(2, 3\)"):
+    with pytest.raises(ValueError, match=r"source must have shape \(S,\).*\(2, 3\)"):
         model(jnp.zeros((2, 3), dtype=jnp.int32), tokens(0, 4))
     with pytest.raises(ValueError, match=r"memory must have shape \(S, d_model=16\), got \(4, 8\)"):
         model.decode(tokens(0, 4), jnp.zeros((4, 8)))
     with pytest.raises(ValueError, match=r"target_in must be integers in \[0, 11\), got 11"):
         model(tokens(0, 4), jnp.asarray([1, 11], dtype=jnp.int32))
-    with pytest.raises(TypeError, match="source must be integer token ids"):
+    with pytest.raises(TypeError, match="source must be an integer array"):
         model(jnp.zeros(4), tokens(0, 4))
     with pytest.raises(ValueError, match=r"x must have shape \(T, d_model\)"):
         model.encoder.blocks[0](jnp.zeros(D_MODEL))
@@ -181,5 +181,5 @@ def test_reversal_data():
     assert len({row.tobytes() for row in sources}) == 200
     with pytest.raises(TypeError, match="rng must be a NumPy random Generator"):
         tf.reversal_data(5, 3, 0)
-    with pytest.raises(ValueError, match="sources and targets must have the same N"):
+    with pytest.raises(ValueError, match=r"targets must have shape \(N=5, T\), got \(4, 3\); sources has shape \(5, 3\)"):
         tf.exact_match(make(0), sources[:5], targets[:4])

@@ -1,20 +1,26 @@
 """attnbook: the thin library behind "Attention, explained, run and measured".
 
-One module per concept, in chapter order:
+One module per concept, in chapter order (a module imports only modules of its own or earlier chapters, and
+:mod:`attnbook.nn`, which every chapter shares):
 
-- :mod:`attnbook.positional`: sinusoidal encoding, its rotation property, RoPE, ALiBi (ch. 1)
-- :mod:`attnbook.attention`: scaled dot-product attention, single-head self-attention (ch. 2);
-  memory-efficient chunked_attention (ch. 6)
+- :mod:`attnbook.nn`: the one initialiser (``init``), ``Dense``, the feed-forward layer, the Transformer ``Block``
+  (pre-/post-LN, ReLU or GELU), ``count_parameters`` (shared)
+- :mod:`attnbook.positional`: sinusoidal encoding, its rotation property, RoPE (and its ``process_heads`` hook), ALiBi (ch. 1)
+- :mod:`attnbook.attention`: scaled dot-product attention, masked softmax, single-head self-attention (ch. 2);
+  memory-efficient chunked_attention and the one online-softmax merge (ch. 6)
 - :mod:`attnbook.baselines`: the linear model attention is compared with (ch. 2)
 - :mod:`attnbook.data`: the weather processes and their Bayes-optimal accuracies (ch. 2-3)
-- :mod:`attnbook.train`: ``fit``, the one training loop of the book (ch. 2 onwards)
+- :mod:`attnbook.train`: ``fit``, the one training loop of the book, ``fit_seeds`` (its step over several
+  models at once) and ``cross_entropy``, the one loss (ch. 2 onwards)
 - :mod:`attnbook.masking`: causal and padding masks (ch. 3)
 - :mod:`attnbook.sampling`: autoregressive sampling (ch. 3)
-- :mod:`attnbook.mha`: multi-head attention in the Keras weight layout, per-position key bias (ch. 4)
-- :mod:`attnbook.aft`: the Attention Free Transformer, all four variants, exact and stable; AFT layers and a small next-token model (ch. 5)
+- :mod:`attnbook.mha`: multi-head attention in the Keras weight layout (``project``/``attend``, score ``bias``,
+  ``process_heads``), per-position key bias, multi-head self-attention as a token mixer (ch. 4)
+- :mod:`attnbook.aft`: the Attention Free Transformer, all four variants, exact and stable, and its layers (ch. 5)
+- :mod:`attnbook.lm`: chapter 5's next-token model, with attention or an AFT layer as its mixer (``make_mixer``) (ch. 5)
 - :mod:`attnbook.cost`: wall time and XLA's temporary-memory analysis of compiled functions (ch. 6)
-- :mod:`attnbook.transformer`: feed-forward layer, pre-/post-LN blocks, encoder-decoder with cross-attention,
-  greedy decoding with and without a KV cache, the digit-reversal task (ch. 7)
+- :mod:`attnbook.transformer`: blocks by name, encoder-decoder with cross-attention, greedy decoding with and
+  without a KV cache, the digit-reversal task (ch. 7)
 - :mod:`attnbook.extrapolation`: an order-2 Markov task with a known optimum and a small causal Transformer
   taking any of six position schemes, to measure reading beyond the training length (ch. 8)
 - :mod:`attnbook.plotting`: fonts, labels and heat-maps in the page's language

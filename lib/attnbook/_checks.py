@@ -31,7 +31,6 @@ import typing
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import jaxtyping
 import numpy as np
 
 # ---------------------------------------------------------------------------------------------
@@ -108,12 +107,15 @@ def prng_key(name: str, key) -> jax.Array:
     raise TypeError(f"{name} must be a JAX random key such as jax.random.key(0), got {_describe(key)}")
 
 
-def _describe(value) -> str:
+def describe(value) -> str:
     """A short description of a received value for error messages: arrays by dtype and shape."""
     if hasattr(value, "shape") and hasattr(value, "dtype"):
         return f"an array of dtype {value.dtype} and shape {tuple(value.shape)}"
     text = repr(value)
     return f"{type(value).__name__} {text if len(text) <= 60 else text[:57] + '...'}"
+
+
+_describe = describe  # the name used inside this module
 
 
 # ---------------------------------------------------------------------------------------------
@@ -146,22 +148,25 @@ def _kind(annotation) -> tuple[str, typing.Callable] | None:
 
 
 def _dims(annotation) -> list:
-    """The dimensions of a jaxtyping annotation as ``("name", str) | ("fixed", int) | ("any",) | ("*name", str) | ("...",)``."""
+    """The dimensions of a jaxtyping annotation as ``("name", str) | ("fixed", int) | ("any",) | ("*name", str) | ("...",)``.
+
+    Read from the annotation's shape string (``annotation.dim_str``, e.g. ``"*batch T d"``), the text the
+    signature shows, so nothing depends on jaxtyping's internal classes.
+    """
     out = []
-    for dim in annotation.dims:
-        cls = type(dim).__name__
-        if cls == "_NamedDim":
-            out.append(("name", dim.name))
-        elif cls == "_FixedDim":
-            out.append(("fixed", dim.size))
-        elif cls == "_NamedVariadicDim":
-            out.append(("*name", dim.name))
-        elif dim is jaxtyping._array_types._anonymous_variadic_dim:  # "..." or "*_"
+    for token in annotation.dim_str.split():
+        if token in ("...", "*_"):
             out.append(("...",))
-        elif dim is jaxtyping._array_types._anonymous_dim:  # "_"
+        elif token == "_":
             out.append(("any",))
+        elif token.isdigit():
+            out.append(("fixed", int(token)))
+        elif token.startswith("*") and token[1:].isidentifier():
+            out.append(("*name", token[1:]))
+        elif token.isidentifier():
+            out.append(("name", token))
         else:
-            raise NotImplementedError(f"shape annotation {annotation.dim_str!r}: dimension {dim!r} is not supported")
+            raise NotImplementedError(f"shape annotation {annotation.dim_str!r}: dimension {token!r} is not supported")
     if sum(d[0] in ("*name", "...") for d in out) > 1:
         raise NotImplementedError(f"shape annotation {annotation.dim_str!r}: at most one variadic dimension")
     return out
@@ -355,20 +360,14 @@ def show_runtime_errors_first() -> bool:
     return True
 
 
+def tokens(name: str, tokens, vocab_size: int):
+    """Integer token ids ``(T,)`` in ``[0, vocab_size)``, checked (values also under ``jit``). Returns them (use it)."""
+    ndim(name, tokens, 1, "(T,)")
+    if not jnp.issubdtype(jnp.asarray(tokens).dtype, jnp.integer):
+        raise TypeError(f"{name} must be integer token ids, got dtype {jnp.asarray(tokens).dtype}")
+    return integers_in_range(name, tokens, 0, vocab_size)
+
+
 def integers_in_range(name: str, x, low: int, high: int):
     """:func:`values` for integer ids: every entry of ``x`` in ``[low, high)``. Returns ``x`` (use it)."""
     return values(name, x, (x < low) | (x >= high), f"integers in [{low}, {high})")
-
-
-# ---------------------------------------------------------------------------------------------
-# Initialisation
-
-
-@functools.partial(jax.jit, static_argnums=(1, 2))
-def uniform_init(key: jax.Array, shapes: tuple[tuple[int, ...], ...], fan_in: int) -> tuple[jax.Array, ...]:
-    """Arrays of the given shapes from Uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)), one split key each.
-
-    Jitted as a whole: drawn eagerly, every new shape would compile its own random-number kernel.
-    """
-    keys = jax.random.split(key, len(shapes))
-    return tuple(jax.random.uniform(k, s, minval=-1.0, maxval=1.0) / jnp.sqrt(fan_in) for k, s in zip(keys, shapes))

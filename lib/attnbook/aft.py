@@ -40,10 +40,11 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, Float, Int
+from jaxtyping import Array, Float
 
-from . import _checks, masking
-from .attention import scaled_dot_product_attention
+from . import _checks
+from .nn import Dense, features as _features, init, max_rows as _rows, split as _keys
+from .attention import merge_softmax_sums
 
 ROW_BLOCK = 64
 """Rows of AFT-full computed at once: its temporary memory is ``ROW_BLOCK * T * d`` numbers."""
@@ -53,19 +54,6 @@ VARIANTS = ("aft-full", "aft-local", "aft-simple", "aft-conv")
 
 # ---------------------------------------------------------------------------------------------
 # Argument checks and non-finite input
-
-
-def _features(name: str, x, expected: int, axis: str) -> None:
-    """Raise unless the last axis of ``x`` has ``expected`` entries (a size fixed by a layer, not by an argument)."""
-    if x.shape[-1] != expected:
-        raise ValueError(f"{name} must have {axis}={expected} features in its last axis, got shape {tuple(x.shape)}")
-
-
-def _rows(name: str, x, max_len: int) -> None:
-    """Raise unless ``x`` has at most ``max_len`` positions (its first axis): the layer's learned positions."""
-    if x.shape[0] > max_len:
-        raise ValueError(f"{name} must have at most max_len={max_len} positions (first axis), "
-                         f"got shape {tuple(x.shape)}")
 
 
 def _same_dtype(*arrays):
@@ -146,10 +134,8 @@ def _running_sums(k, v, reverse: bool = False):
     def step(carry, new):
         m, num, den = carry
         k_t, v_t = new
-        top = jnp.maximum(m, k_t)
-        shift = jnp.where(top == -jnp.inf, jnp.zeros((), top.dtype), top)  # nothing to shift by yet
-        old_scale, new_scale = jnp.exp(m - shift), jnp.exp(k_t - shift)
-        carry = (top, num * old_scale + v_t * new_scale, den * old_scale + new_scale)
+        top, den, num = merge_softmax_sums((m, den, num), (k_t, jnp.ones_like(k_t), v_t))
+        carry = (top, num, den)
         return carry, carry
 
     # The first step gives exactly (K[0], V[0], 1), as a start from that position would.
@@ -477,49 +463,6 @@ def conv_bias_matrix(kernel: Float[Array, "heads s"], length: int, causal: bool 
 # Layers: each maps x (T, d_model) -> (T, d_model), a drop-in replacement for self-attention
 
 
-def _keys(key, n: int) -> list:
-    """``n`` independent keys derived from ``key`` (``fold_in`` compiles once for every ``n``, ``split`` does not)."""
-    return [jax.random.fold_in(key, i) for i in range(n)]
-
-
-def _random(key, shape: tuple[int, ...], scale: float, normal: bool = False) -> jax.Array:
-    """``scale`` times uniform(-1, 1) (or standard normal) numbers of ``shape``, determined by ``key``.
-
-    With a concrete key the numbers come from NumPy's generator seeded with the key's data (as in
-    :mod:`attnbook.mha`): the same key gives the same numbers, and no random-number kernel is compiled
-    for every new shape (``jax.random`` compiles one per shape, a noticeable wait on a small CPU when a
-    model has a dozen layer shapes). Under ``jit`` or ``vmap`` (a traced key) ``jax.random`` is used.
-    """
-    if _checks.is_concrete(key):
-        data = jax.random.key_data(key) if jnp.issubdtype(key.dtype, jax.dtypes.prng_key) else key
-        rng = np.random.default_rng(np.asarray(data).ravel().tolist())
-        numbers = rng.standard_normal(shape) if normal else rng.uniform(-1.0, 1.0, size=shape)
-        return jnp.asarray(scale * numbers, dtype=jnp.float32)
-    numbers = jax.random.normal(key, shape) if normal else jax.random.uniform(key, shape, minval=-1.0, maxval=1.0)
-    return scale * numbers
-
-
-class Dense(eqx.Module):
-    """``x W + b`` on the last axis, rows as tokens; uniform(-1/sqrt(d_in), 1/sqrt(d_in)) initialisation
-    (the default of ``Dense``). ``W`` has shape ``(d_in, d_out)``."""
-
-    weight: jax.Array
-    bias: jax.Array
-
-    def __init__(self, d_in: int, d_out: int, *, key: jax.Array):
-        d_in = _checks.positive_int("d_in", d_in)
-        d_out = _checks.positive_int("d_out", d_out)
-        key = _checks.prng_key("key", key)
-        w_key, b_key = _keys(key, 2)
-        self.weight = _random(w_key, (d_in, d_out), 1.0 / np.sqrt(d_in))
-        self.bias = _random(b_key, (d_out,), 1.0 / np.sqrt(d_in))
-
-    @_checks.shaped
-    def __call__(self, x: Float[Array, "*batch d_in"]) -> Float[Array, "*batch d_out"]:
-        _features("x", x, self.weight.shape[0], "d_in")
-        return x @ self.weight + self.bias
-
-
 class AFTFull(eqx.Module):
     """AFT-full layer: projections ``Q, K, V = x W_q, x W_k, x W_v``, Eq. 2, output projection.
 
@@ -551,8 +494,8 @@ class AFTFull(eqx.Module):
         causal = _checks.flag("causal", causal)
         keys = _keys(_checks.prng_key("key", key), 6)
         self.query, self.key_proj, self.value, self.out = (Dense(d_model, d_model, key=k) for k in keys[:4])
-        self.u = _random(keys[4], (max_len, bias_dim), 0.1, normal=True)
-        self.v = _random(keys[5], (max_len, bias_dim), 0.1, normal=True)
+        self.u = init(keys[4], (max_len, bias_dim), "normal", scale=0.1)
+        self.v = init(keys[5], (max_len, bias_dim), "normal", scale=0.1)
         self.causal = causal
 
     def bias(self, length: int) -> Float[Array, "T T"]:
@@ -647,7 +590,7 @@ class AFTConv(eqx.Module):
         keys = _keys(_checks.prng_key("key", key), 5)
         self.query, self.value, self.out = (Dense(d_model, d_model, key=k) for k in keys[:3])
         self.key_proj = Dense(d_model, heads, key=keys[3])
-        self.raw_kernel = _random(keys[4], (heads, window), 1.0, normal=True)
+        self.raw_kernel = init(keys[4], (heads, window), "normal", scale=1.0)
         self.gain = jnp.zeros((heads,))
         self.shift = jnp.zeros((heads,))
         self.causal = causal
@@ -665,184 +608,7 @@ class AFTConv(eqx.Module):
         return self.out(aft_conv(q, k, v, self.kernel(), causal=self.causal))
 
 
-class CausalSelfAttention(eqx.Module):
-    """The baseline: multi-head scaled dot-product self-attention with a causal mask (chapters 2-4)."""
-
-    query: Dense
-    key_proj: Dense
-    value: Dense
-    out: Dense
-    heads: int = eqx.field(static=True)
-
-    def __init__(self, d_model: int, heads: int, *, key: jax.Array):
-        d_model = _checks.positive_int("d_model", d_model)
-        heads = _checks.positive_int("heads", heads)
-        if d_model % heads:
-            raise ValueError(f"d_model must be divisible by heads, got d_model={d_model}, heads={heads}")
-        keys = _keys(_checks.prng_key("key", key), 4)
-        self.query, self.key_proj, self.value, self.out = (Dense(d_model, d_model, key=k) for k in keys)
-        self.heads = heads
-
-    @_checks.shaped
-    def __call__(self, x: Float[Array, "T d_model"]) -> Float[Array, "T d_model"]:
-        _features("x", x, self.query.weight.shape[0], "d_model")
-        length, d_model = x.shape
-        if length == 0:  # no positions: nothing to attend to or from
-            return jnp.zeros(x.shape, dtype=jnp.result_type(x, self.out.weight))
-        split = lambda a: a.reshape(length, self.heads, d_model // self.heads)
-        q, k, v = (split(p(x)) for p in (self.query, self.key_proj, self.value))
-        mask = masking.causal_mask(length)
-        per_head = jax.vmap(lambda q, k, v: scaled_dot_product_attention(q, k, v, mask=mask)[0],
-                            in_axes=1, out_axes=1)(q, k, v)
-        return self.out(per_head.reshape(length, d_model))
-
-
-def make_mixer(kind: str, d_model: int, max_len: int, *, key: jax.Array, heads: int = 4, window: int = 9,
-               bias_dim: int = 16) -> eqx.Module:
-    """A causal token-mixing layer by name: ``"attention"`` or one of :data:`VARIANTS`."""
-    if not isinstance(kind, str):
-        raise TypeError(f"kind must be a string, 'attention' or one of {VARIANTS}, got {_checks._describe(kind)}")
-    if kind == "attention":
-        return CausalSelfAttention(d_model, heads, key=key)
-    if kind == "aft-full":
-        return AFTFull(d_model, max_len, bias_dim=bias_dim, key=key)
-    if kind == "aft-local":
-        return AFTLocal(d_model, max_len, window, bias_dim=bias_dim, key=key)
-    if kind == "aft-simple":
-        return AFTSimple(d_model, key=key)
-    if kind == "aft-conv":
-        return AFTConv(d_model, heads, window, key=key)
-    raise ValueError(f"kind must be 'attention' or one of {VARIANTS}, got {kind!r}")
-
-
-class Block(eqx.Module):
-    """A pre-norm Transformer block: ``x + mixer(LN(x))``, then ``x + MLP(LN(x))`` (GELU, width ``4 d``)."""
-
-    norm_mix: eqx.nn.LayerNorm
-    mixer: eqx.Module
-    norm_mlp: eqx.nn.LayerNorm
-    hidden: Dense
-    project: Dense
-
-    def __init__(self, mixer: eqx.Module, d_model: int, *, mlp_ratio: int = 4, key: jax.Array):
-        d_model = _checks.positive_int("d_model", d_model)
-        mlp_ratio = _checks.positive_int("mlp_ratio", mlp_ratio)
-        k1, k2 = _keys(_checks.prng_key("key", key), 2)
-        self.norm_mix, self.norm_mlp = eqx.nn.LayerNorm(d_model), eqx.nn.LayerNorm(d_model)
-        self.mixer = mixer
-        self.hidden = Dense(d_model, mlp_ratio * d_model, key=k1)
-        self.project = Dense(mlp_ratio * d_model, d_model, key=k2)
-
-    @_checks.shaped
-    def __call__(self, x: Float[Array, "T d_model"]) -> Float[Array, "T d_model"]:
-        _features("x", x, self.hidden.weight.shape[0], "d_model")
-        x = x + self.mixer(jax.vmap(self.norm_mix)(x))
-        h = jax.nn.gelu(self.hidden(jax.vmap(self.norm_mlp)(x)))
-        return x + self.project(h)
-
-
-class MixerChoice(eqx.Module):
-    """Several token-mixing layers and an integer array that picks the one applied (``jax.lax.switch``).
-
-    The choice is an array, not a static field, so a model that differs only in its choice runs in
-    the *same* compiled program: :func:`attnbook.train.fit` compiles once for every kind. The layers
-    that are not chosen get zero gradients, so training leaves them as they were.
-    """
-
-    kinds: tuple = eqx.field(static=True)
-    mixers: tuple
-    choice: jax.Array
-
-    def __init__(self, kinds: Sequence[str], d_model: int, max_len: int, *, key: jax.Array, **options):
-        if isinstance(kinds, str) or not isinstance(kinds, Sequence):
-            raise TypeError("kinds must be a sequence of names such as ('attention', 'aft-full'), "
-                            f"got {_checks._describe(kinds)}")
-        if not kinds:
-            raise ValueError("kinds must name at least one mixer, got an empty sequence")
-        self.kinds = tuple(kinds)
-        self.mixers = tuple(make_mixer(kind, d_model, max_len, key=k, **options)
-                            for kind, k in zip(self.kinds, _keys(_checks.prng_key("key", key), len(self.kinds))))
-        self.choice = jnp.asarray(0, dtype=jnp.int32)
-
-    @_checks.shaped
-    def __call__(self, x: Float[Array, "T d_model"]) -> Float[Array, "T d_model"]:
-        return jax.lax.switch(self.choice, [lambda x, m=m: m(x) for m in self.mixers], x)
-
-
-class NextTokenModel(eqx.Module):
-    """Token and learned position embeddings, ``depth`` pre-norm blocks, a final norm and a linear head.
-
-    ``model(tokens)`` maps integer tokens ``(T,)`` to next-token logits ``(T, num_classes)``; with a
-    causal mixer, row ``t`` depends on tokens ``0..t`` only. ``kind`` names the mixer (``"attention"``
-    or one of :data:`VARIANTS`); a tuple of names builds a :class:`MixerChoice` in every block, and
-    ``model.using(kind)`` picks one of them.
-    """
-
-    embed: jax.Array
-    position: jax.Array
-    blocks: tuple
-    norm: eqx.nn.LayerNorm
-    head: Dense
-
-    def __init__(self, kind: str | Sequence[str], *, vocab_size: int, num_classes: int, max_len: int,
-                 d_model: int = 32, depth: int = 1, key: jax.Array, **mixer_options):
-        vocab_size = _checks.positive_int("vocab_size", vocab_size)
-        num_classes = _checks.positive_int("num_classes", num_classes)
-        max_len = _checks.positive_int("max_len", max_len)
-        d_model = _checks.positive_int("d_model", d_model)
-        depth = _checks.positive_int("depth", depth)
-        keys = _keys(_checks.prng_key("key", key), 3 + 2 * depth)
-
-        def mixer(k):
-            if isinstance(kind, str):
-                return make_mixer(kind, d_model, max_len, key=k, **mixer_options)
-            return MixerChoice(kind, d_model, max_len, key=k, **mixer_options)
-
-        self.embed = _random(keys[0], (vocab_size, d_model), 1.0, normal=True)  # row i: token i
-        self.position = _random(keys[1], (max_len, d_model), 0.02, normal=True)
-        self.blocks = tuple(Block(mixer(keys[3 + 2 * i]), d_model, key=keys[4 + 2 * i]) for i in range(depth))
-        self.norm = eqx.nn.LayerNorm(d_model)
-        self.head = Dense(d_model, num_classes, key=keys[2])
-
-    def using(self, kind: str) -> "NextTokenModel":
-        """The same model with every :class:`MixerChoice` set to ``kind``."""
-        choices = [b.mixer for b in self.blocks if isinstance(b.mixer, MixerChoice)]
-        if not choices:
-            raise ValueError("using() needs a model built with a tuple of kinds")
-        if kind not in choices[0].kinds:
-            raise ValueError(f"kind must be one of {choices[0].kinds}, got {kind!r}")
-        index = jnp.asarray(choices[0].kinds.index(kind), dtype=jnp.int32)
-        return eqx.tree_at(lambda m: [b.mixer.choice for b in m.blocks], self, [index] * len(self.blocks))
-
-    def parameters(self) -> int:
-        """Trainable numbers that the model uses: only the chosen layer of a :class:`MixerChoice` counts."""
-        total = count_parameters(self)
-        for block in self.blocks:
-            if isinstance(block.mixer, MixerChoice):
-                chosen = int(block.mixer.choice)
-                total -= sum(count_parameters(m) for i, m in enumerate(block.mixer.mixers) if i != chosen)
-        return total
-
-    @_checks.shaped
-    def __call__(self, tokens: Int[Array, "T"]) -> Float[Array, "T num_classes"]:
-        """Next-token logits ``(T, num_classes)`` for integer tokens ``(T,)`` in ``[0, vocab_size)``, ``T <= max_len``.
-
-        Token ids are checked, also under ``jit``/``vmap`` (``-1`` is an error, not the last token).
-        """
-        _rows("tokens", tokens, self.position.shape[0])
-        tokens = _checks.integers_in_range("tokens", tokens, 0, self.embed.shape[0])
-        x = self.embed[tokens] + self.position[: tokens.shape[0]]
-        for block in self.blocks:
-            x = block(x)
-        return self.head(jax.vmap(self.norm)(x))
-
-
-def count_parameters(model: eqx.Module) -> int:
-    """Number of trainable (floating-point) numbers in ``model``."""
-    return int(sum(x.size for x in jax.tree_util.tree_leaves(eqx.filter(model, eqx.is_inexact_array))))
-
-
 __all__ = [
     "aft_full", "aft_local", "aft_simple", "aft_conv", "conv_bias_matrix", "AFTFull", "AFTLocal", "AFTSimple",
-    "AFTConv", "CausalSelfAttention", "Block", "MixerChoice", "NextTokenModel", "make_mixer", "count_parameters",
+    "AFTConv", "VARIANTS", "ROW_BLOCK",
 ]

@@ -32,7 +32,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float
 
-from . import _checks, masking
+from . import _checks, nn
 
 
 # ---------------------------------------------------------------------------------------------
@@ -280,7 +280,8 @@ class SelfAttention(eqx.Module):
         key = _checks.prng_key("key", key)
         shapes = ((d_in, d_attn), (d_attn,), (d_in, d_attn), (d_attn,), (d_in, d_out), (d_out,))
         # Uniform(-1/sqrt(d_in), 1/sqrt(d_in)), the default of eqx.nn.Linear: unit-scale outputs.
-        self.w_q, self.b_q, self.w_k, self.b_k, self.w_v, self.b_v = _checks.uniform_init(key, shapes, d_in)
+        self.w_q, self.b_q, self.w_k, self.b_k, self.w_v, self.b_v = nn.init(key, shapes, "fan-in", fan_in=d_in,
+                                                                               generator="jax")
         self.causal = causal
 
     @_boolean_mask
@@ -298,7 +299,8 @@ class SelfAttention(eqx.Module):
         if x.shape[1] != self.w_q.shape[0]:
             raise ValueError(f"x must have d_in={self.w_q.shape[0]} features, got shape {tuple(x.shape)}")
         if self.causal:
-            causal = masking.causal_mask(x.shape[0])
+            # Chapter 3's masking.causal_mask, written out: chapter 2's module comes before it.
+            causal = jnp.tril(jnp.ones((x.shape[0], x.shape[0]), dtype=bool))
             mask = causal if mask is None else mask & causal
         if mask is not None:  # otherwise every token is used
             used = jnp.any(mask, axis=1) | jnp.any(mask, axis=0)
@@ -335,20 +337,24 @@ def _chunk_summary(q_chunk, k_chunk, v_chunk, allowed, clean):
     return top, jnp.sum(weights, axis=-1), weighted
 
 
-def _merge(carry, summary):
-    """Add a chunk's summary to the running ``(top, total, weighted)`` of the keys seen so far.
+def merge_softmax_sums(first, second):
+    """Merge two partial softmax sums ``(m, l, a)``: the "online softmax" recurrence (chapter 6's Eq. online).
 
-    Both sums are rescaled to the larger of the two maxima (the "online softmax" recurrence), so
-    every partial sum has its largest term equal to 1 and nothing overflows. A running maximum
-    that is still the lowest float (no allowed key yet) meets a real one as ``exp(lowest - m)``,
-    which is 0: the empty sums stay empty.
+    Each part holds, over some keys, ``m`` the largest exponent (score), ``l = sum exp(s - m)`` and
+    ``a = sum exp(s - m) v``; the result is the same triple over the keys of both. Both sums are rescaled
+    to the larger of the two maxima, so every partial sum has its largest term equal to 1 and nothing
+    overflows. A part with no key has ``m = -inf`` (or the lowest float), ``l = 0``, ``a = 0``: it meets the
+    other as ``exp(-inf) = 0`` and the empty sums stay empty; two empty parts stay empty, never NaN.
+    ``a`` may have one more (last) axis than ``m`` and ``l`` (a vector of values per query). The one
+    implementation of the recurrence: chunked attention (chapter 6), AFT's causal sums (chapter 5) and
+    AFT-simple's decoding state (chapter 7) all use it.
     """
-    top, total, weighted = carry
-    chunk_top, chunk_total, chunk_weighted = summary
-    new_top = jnp.maximum(top, chunk_top)
-    old_scale, chunk_scale = jnp.exp(top - new_top), jnp.exp(chunk_top - new_top)
-    return (new_top, total * old_scale + chunk_total * chunk_scale,
-            weighted * old_scale[:, None] + chunk_weighted * chunk_scale[:, None])
+    (m1, l1, a1), (m2, l2, a2) = first, second
+    top = jnp.maximum(m1, m2)
+    shift = jnp.where(jnp.isfinite(top), top, jnp.zeros((), top.dtype))  # both empty: nothing to shift by
+    s1, s2 = jnp.exp(m1 - shift), jnp.exp(m2 - shift)
+    t1, t2 = (s[..., None] if a1.ndim > s.ndim else s for s in (s1, s2))
+    return top, l1 * s1 + l2 * s2, a1 * t1 + a2 * t2
 
 
 @_boolean_mask
@@ -443,7 +449,7 @@ def _chunked_attention(q, k, v, mask, *, query_chunk: int, key_chunk: int, causa
                 allowed = allowed & (key_pos[None, :] <= query_pos[:, None])
             if mask_rows is not None:
                 allowed = allowed & jax.lax.dynamic_slice_in_dim(mask_rows, k_start, key_chunk, axis=1)
-            return _merge(carry, _chunk_summary(q_chunk, k_chunk, v_chunk, allowed, clean)), None
+            return merge_softmax_sums(carry, _chunk_summary(q_chunk, k_chunk, v_chunk, allowed, clean)), None
 
         start = (jnp.full((query_chunk,), lowest, q.dtype), jnp.zeros((query_chunk,), q.dtype),
                  jnp.zeros((query_chunk, dv), q.dtype))

@@ -10,7 +10,7 @@ import equinox as eqx
 import jax
 from jaxtyping import Array, Float
 
-from . import _checks
+from . import _checks, nn
 
 
 class LinearClassifier(eqx.Module):
@@ -27,7 +27,8 @@ class LinearClassifier(eqx.Module):
         num_classes = _checks.positive_int("num_classes", num_classes)
         key = _checks.prng_key("key", key)
         fan_in = self.length * self.d_in
-        self.weight, self.bias = _checks.uniform_init(key, ((fan_in, num_classes), (num_classes,)), fan_in)
+        self.weight, self.bias = nn.init(key, ((fan_in, num_classes), (num_classes,)), "fan-in", fan_in=fan_in,
+                                           generator="jax")
 
     @_checks.shaped
     def __call__(self, x: Float[Array, "T d_in"]) -> Float[Array, " num_classes"]:

@@ -34,9 +34,8 @@ from jaxtyping import Array, Float, Int
 
 from . import _checks, masking, positional
 from . import train as train_module
-from .aft import Dense, _keys, _random
-from .attention import masked_softmax
-from .transformer import FeedForward, _check_tokens
+from .mha import MultiHeadSelfAttention
+from .nn import Block, Dense, init, split as _keys
 
 ENCODINGS = ("nope", "sinusoidal", "learned", "rope", "alibi", "t5")
 """The six position encodings of chapter 8, in the order of its tables."""
@@ -61,7 +60,8 @@ def markov_table(vocab_size: int, order: int, *, concentration: float = 0.2,
     return rng.dirichlet(np.full(vocab_size, concentration), size=vocab_size ** order)
 
 
-def markov_data(table: np.ndarray, order: int, num: int, length: int, *, rng: np.random.Generator
+@_checks.shaped
+def markov_data(table: Float[Array, "contexts vocab"], order: int, num: int, length: int, *, rng: np.random.Generator
                 ) -> tuple[Int[np.ndarray, "num length"], Int[np.ndarray, "num length"], Float[np.ndarray, "num length"]]:
     """``num`` sequences from the chain: inputs, next-token targets and the optimal loss of each target.
 
@@ -101,37 +101,20 @@ def markov_data(table: np.ndarray, order: int, num: int, length: int, *, rng: np
 # The model
 
 
-class CausalSelfAttention(eqx.Module):
-    """Causal multi-head self-attention with RoPE on queries and keys, or an additive bias, or neither."""
-
-    qkv: Dense
-    out: Dense
-    heads: int = eqx.field(static=True)
-    rope: bool = eqx.field(static=True)
-
-    def __init__(self, d_model: int, heads: int, *, rope: bool = False, key: jax.Array):
-        d_model = _checks.positive_int("d_model", d_model)
-        heads = _checks.positive_int("heads", heads)
-        if d_model % heads or (rope and (d_model // heads) % 2):
-            raise ValueError(f"d_model must split into heads of equal (for RoPE, even) size, "
-                             f"got d_model={d_model}, heads={heads}")
-        k1, k2 = _keys(key, 2)
-        self.qkv, self.out = Dense(d_model, 3 * d_model, key=k1), Dense(d_model, d_model, key=k2)
-        self.heads, self.rope = heads, bool(rope)
-
-    def __call__(self, x: Float[Array, "T d_model"], bias: Float[Array, "heads T T"] | None = None):
-        """``x (T, d_model) -> (T, d_model)``; ``bias`` is added to the scores of each head."""
-        length, d_model = x.shape
-        dk = d_model // self.heads
-        q, k, v = jnp.split(self.qkv(x).reshape(length, 3, self.heads, dk), 3, axis=1)
-        q, k, v = (jnp.transpose(a[:, 0], (1, 0, 2)) for a in (q, k, v))  # (heads, T, dk)
-        if self.rope:
-            q, k = jax.vmap(positional.rope)(q), jax.vmap(positional.rope)(k)
-        scores = q @ jnp.swapaxes(k, -1, -2) / jnp.sqrt(jnp.asarray(dk, x.dtype))
-        mask = jnp.broadcast_to(masking.causal_mask(length), scores.shape)
-        weights = masked_softmax(scores, mask, None if bias is None else jnp.broadcast_to(bias, scores.shape))
-        context = jnp.transpose(weights @ v, (1, 0, 2)).reshape(length, d_model)
-        return self.out(context)
+def _attention(d_model: int, heads: int, rope: bool, key: jax.Array) -> MultiHeadSelfAttention:
+    """Causal multi-head self-attention whose projections start as chapter 8's published runs did: one
+    fused ``Dense(d_model, 3 d_model)`` for queries, keys and values and one ``Dense`` for the output."""
+    if d_model % heads or (rope and (d_model // heads) % 2):
+        raise ValueError(f"d_model must split into heads of equal (for RoPE, even) size, "
+                         f"got d_model={d_model}, heads={heads}")
+    dk = d_model // heads
+    k1, k2 = _keys(key, 2)
+    qkv, out = Dense(d_model, 3 * d_model, key=k1), Dense(d_model, d_model, key=k2)
+    w, b = qkv.weight.reshape(d_model, 3, heads, dk), qkv.bias.reshape(3, heads, dk)
+    layer = MultiHeadSelfAttention(d_model, heads, causal=True, key=key)
+    return eqx.tree_at(lambda m: (m.attention.w_q, m.attention.b_q, m.attention.w_k, m.attention.b_k,
+                                  m.attention.w_v, m.attention.b_v, m.attention.w_o, m.attention.b_o), layer,
+                       (w[:, 0], b[0], w[:, 1], b[1], w[:, 2], b[2], out.weight.reshape(heads, dk, d_model), out.bias))
 
 
 class PositionModel(eqx.Module):
@@ -149,9 +132,7 @@ class PositionModel(eqx.Module):
     embedding: jax.Array
     positions: positional.LearnedPositions | None
     relative: positional.RelativePositionBias | None
-    attentions: tuple
-    feed_forwards: tuple
-    norms: tuple
+    blocks: tuple
     final_norm: eqx.nn.LayerNorm
     head: Dense
     encoding: str = eqx.field(static=True)
@@ -166,20 +147,19 @@ class PositionModel(eqx.Module):
         key = _checks.prng_key("key", key)
         keys = _keys(key, 2 * depth + 4)
         self.encoding = encoding
-        self.embedding = _random(keys[0], (vocab_size, d_model), 1.0, normal=True)
+        self.embedding = init(keys[0], (vocab_size, d_model), "normal")
         self.positions = (positional.LearnedPositions(train_length, d_model, scale=1.0, key=keys[1])
                           if encoding == "learned" else None)
         self.relative = positional.RelativePositionBias(heads, key=keys[2]) if encoding == "t5" else None
-        self.attentions = tuple(CausalSelfAttention(d_model, heads, rope=encoding == "rope", key=k)
-                                for k in keys[4:4 + depth])
-        self.feed_forwards = tuple(FeedForward(d_model, 4 * d_model, key=k) for k in keys[4 + depth:])
-        self.norms = tuple(eqx.nn.LayerNorm(d_model) for _ in range(2 * depth))
+        heads = _checks.positive_int("heads", heads)
+        self.blocks = tuple(Block(_attention(d_model, heads, encoding == "rope", k_mix), d_model, key=k_ff)
+                            for k_mix, k_ff in zip(keys[4:4 + depth], keys[4 + depth:]))
         self.final_norm = eqx.nn.LayerNorm(d_model)
         self.head = Dense(d_model, vocab_size, key=keys[3])
 
     @property
     def heads(self) -> int:
-        return self.attentions[0].heads
+        return self.blocks[0].mixer.heads
 
     def bias(self, length: int) -> Float[Array, "heads T T"] | None:
         """The additive score bias at ``length`` (ALiBi or T5), ``None`` for the other encodings."""
@@ -189,9 +169,10 @@ class PositionModel(eqx.Module):
             return self.relative(length)
         return None
 
+    @_checks.shaped
     def __call__(self, tokens: Int[Array, " T"]) -> Float[Array, "T vocab"]:
         """Next-token logits for integer ``tokens (T,)`` in ``0 .. vocab_size - 1`` (checked, also under jit)."""
-        tokens = _check_tokens("tokens", tokens, self.head.weight.shape[1])
+        tokens = _checks.tokens("tokens", tokens, self.head.weight.shape[1])
         length, d_model = tokens.shape[0], self.embedding.shape[1]
         x = self.embedding[tokens]
         if self.encoding == "sinusoidal":
@@ -199,10 +180,9 @@ class PositionModel(eqx.Module):
         elif self.encoding == "learned":
             x = x + self.positions(length)
         bias = self.bias(length)
-        norms = iter(self.norms)
-        for attention, feed_forward in zip(self.attentions, self.feed_forwards):
-            x = x + attention(jax.vmap(next(norms))(x), bias)
-            x = x + feed_forward(jax.vmap(next(norms))(x))
+        hook = positional.rope_heads if self.encoding == "rope" else None
+        for block in self.blocks:
+            x = block(x, bias=bias, process_heads=hook)
         return self.head(jax.vmap(self.final_norm)(x))
 
 
@@ -210,32 +190,36 @@ class PositionModel(eqx.Module):
 # Training and evaluation
 
 
-def _cross_entropy(model, inputs, targets):
-    """Per-position cross-entropy (nats) of ``model`` on ``inputs, targets (N, T)``: ``(N, T)``."""
-    logits = jax.vmap(model)(inputs)
-    return optax.softmax_cross_entropy_with_integer_labels(logits, targets)
-
-
+@_checks.shaped
 def loss_per_position(model: PositionModel, inputs: Int[Array, "N T"], targets: Int[Array, "N T"]
                       ) -> Float[Array, " T"]:
-    """Mean cross-entropy (nats) at each position over the ``N`` sequences: shape ``(T,)``."""
+    """Mean cross-entropy (nats) at each position over the ``N`` sequences: shape ``(T,)``.
+
+    ``targets`` must lie in ``[0, vocab_size)``, also under ``jit``.
+    """
+    if not isinstance(model, PositionModel):
+        raise TypeError(f"model must be a PositionModel, got {type(model).__name__}")
+    targets = _checks.integers_in_range("targets", targets, 0, model.head.weight.shape[1])
     return jnp.mean(_eval_loss(model, inputs, targets), axis=0)
 
 
 @eqx.filter_jit
 def _eval_loss(model, inputs, targets):
-    return _cross_entropy(model, inputs, targets)
+    return train_module.cross_entropy(jax.vmap(model)(inputs), targets)
 
 
+@_checks.shaped
 def train(encoding: str, seeds, inputs: Int[Array, "seeds steps batch T"], targets: Int[Array, "seeds steps batch T"],
           *, vocab_size: int, learning_rate: float = 3e-3, **model_options) -> tuple[PositionModel, np.ndarray]:
-    """Train one model per seed, all at once: ``vmap`` over seeds, ``lax.scan`` over steps, Adam.
+    """Train one model per seed, all at once, with :func:`attnbook.train.fit_seeds` and Adam.
 
     ``seeds`` are integers (``jax.random.key(seed)`` initialises each model); ``inputs`` and ``targets``
     hold one minibatch per seed and step. Returns the trained models (every array with a leading seed axis;
     take one with :func:`select`) and the training losses ``(seeds, steps)``.
     """
-    seeds = [int(s) for s in seeds]
+    if isinstance(seeds, (str, bytes)) or not hasattr(seeds, "__iter__"):
+        raise TypeError(f"seeds must be a sequence of integers, got {_checks.describe(seeds)}")
+    seeds = [_checks.nonnegative_int(f"seeds[{i}]", s) for i, s in enumerate(seeds)]
     inputs, targets = jnp.asarray(inputs), jnp.asarray(targets)
     if inputs.ndim != 4 or inputs.shape != targets.shape or inputs.shape[0] != len(seeds):
         raise ValueError(f"inputs and targets must both have shape (seeds, steps, batch, T) with "
@@ -243,34 +227,13 @@ def train(encoding: str, seeds, inputs: Int[Array, "seeds steps batch T"], targe
     learning_rate = _checks.positive_float("learning_rate", learning_rate)
     models = [PositionModel(encoding, vocab_size=vocab_size, train_length=inputs.shape[-1],
                             key=jax.random.key(s), **model_options) for s in seeds]
-    params = jax.tree.map(lambda *a: jnp.stack(a), *[eqx.filter(m, eqx.is_array) for m in models])
-    static = eqx.filter(models[0], eqx.is_array, inverse=True)
-    optimizer = optax.adam(learning_rate)
-    params, losses = _train(train_module.nudged(params), static, optimizer, inputs, targets)
-    return eqx.combine(params, static), np.asarray(losses)
+    return train_module.fit_seeds(models, _LOSS, (inputs, targets), optimizer=optax.adam(learning_rate))
 
 
-@eqx.filter_jit
-def _train(params, static, optimizer, inputs, targets):
-    def one(params, inputs, targets):
-        def loss_of(p, x, y):
-            return jnp.mean(_cross_entropy(eqx.combine(p, static), x, y))
+_LOSS = train_module.classification_loss(lambda model, tokens: model(tokens))
+"""Mean next-token cross-entropy of a batch ``(inputs (N, T), targets (N, T))``."""
 
-        def step(carry, batch):
-            p, state = carry
-            loss, grads = jax.value_and_grad(loss_of)(p, *batch)
-            updates, state = optimizer.update(grads, state, p)
-            return (optax.apply_updates(p, updates), state), loss
-
-        (params, _), losses = jax.lax.scan(step, (params, optimizer.init(params)), (inputs, targets))
-        return params, losses
-
-    return jax.vmap(one)(params, inputs, targets)
-
-
-def select(models: PositionModel, index: int) -> PositionModel:
-    """Model ``index`` out of the stacked models :func:`train` returns."""
-    return jax.tree.map(lambda a: a[index] if eqx.is_array(a) else a, models)
+select = train_module.select
 
 
 # ---------------------------------------------------------------------------------------------

@@ -22,33 +22,16 @@ embedding added to the keys only. Keys of such a layer must have length ``T``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Float
 
-from . import _checks
+from . import _checks, masking, nn
 from .attention import check_score_range, masked_softmax
-
-
-def _glorot_kernels(key: jax.Array, shapes: list[tuple[tuple[int, ...], int, int]]) -> list[jax.Array]:
-    """Kernels uniform in ``±sqrt(6 / (fan_in + fan_out))`` (Glorot), one per ``(shape, fan_in, fan_out)``.
-
-    With a concrete key the numbers come from NumPy's generator seeded with the key's data: the same
-    key gives the same weights, and no random-number kernel is compiled for every new layer shape
-    (``jax.random`` compiles one per shape, about a second each on a small CPU). Under ``jit`` or
-    ``vmap`` (a traced key) ``jax.random`` is used instead.
-    """
-    limits = [np.sqrt(6.0 / (fan_in + fan_out)) for _, fan_in, fan_out in shapes]
-    if _checks.is_concrete(key):
-        data = jax.random.key_data(key) if jnp.issubdtype(key.dtype, jax.dtypes.prng_key) else key
-        rng = np.random.default_rng(np.asarray(data).ravel().tolist())
-        return [jnp.asarray(rng.uniform(-limit, limit, size=shape), dtype=jnp.float32)
-                for (shape, _, _), limit in zip(shapes, limits)]
-    keys = jax.random.split(key, len(shapes))
-    return [jax.random.uniform(k, shape, minval=-limit, maxval=limit)
-            for k, (shape, _, _), limit in zip(keys, shapes, limits)]
 
 
 class MultiHeadAttention(eqx.Module):
@@ -101,12 +84,11 @@ class MultiHeadAttention(eqx.Module):
         value_dim = key_dim if value_dim is None else _checks.positive_int("value_dim", value_dim)
         d_out = d_model if d_out is None else _checks.positive_int("d_out", d_out)
         key = _checks.prng_key("key", key)
-        self.w_q, self.w_k, self.w_v, self.w_o = _glorot_kernels(key, [
-            ((d_model, heads, key_dim), d_model, heads * key_dim),
-            ((d_model, heads, key_dim), d_model, heads * key_dim),
-            ((d_model, heads, value_dim), d_model, heads * value_dim),
-            ((heads, value_dim, d_out), heads * value_dim, d_out),
-        ])
+        self.w_q, self.w_k, self.w_v, self.w_o = nn.init(
+            key, ((d_model, heads, key_dim), (d_model, heads, key_dim), (d_model, heads, value_dim),
+                  (heads, value_dim, d_out)), "glorot",
+            fan_in=(d_model, d_model, d_model, heads * value_dim),
+            fan_out=(heads * key_dim, heads * key_dim, heads * value_dim, d_out))
         zeros = lambda *shape: jnp.asarray(np.zeros(shape, dtype=np.float32))
         self.b_q = zeros(heads, key_dim)
         if key_bias_positions is None:
@@ -142,6 +124,97 @@ class MultiHeadAttention(eqx.Module):
         """``T`` for the per-position key bias of source 004, ``None`` for the standard layer."""
         return self.b_k.shape[1] if self.b_k.ndim == 3 else None
 
+    def _check_features(self, query, key, value) -> None:
+        for name, x in (("query", query), ("key", key), ("value", value)):
+            if x.shape[1] != self.d_model:  # three names in the annotations: each is checked against the layer
+                raise ValueError(f"{name} must have d_model={self.d_model} features, shape (T, d_model), "
+                                 f"got shape {tuple(x.shape)}")
+
+    @_checks.shaped
+    def project(
+        self, query: Float[Array, "Tq d_query"], key: Float[Array, "Tk d_key"], value: Float[Array, "Tk d_value"]
+    ) -> tuple[Float[Array, "Tq heads key_dim"], Float[Array, "Tk heads key_dim"], Float[Array, "Tk heads value_dim"]]:
+        """The per-head queries ``(Tq, heads, key_dim)``, keys ``(Tk, heads, key_dim)`` and values ``(Tk, heads, value_dim)``.
+
+        The first half of the layer: einsums over the Keras-shaped kernels, all heads at once. Used alone to
+        keep the keys and values of earlier tokens (a KV cache, chapter 7) and to project each token once.
+        """
+        self._check_features(query, key, value)
+        positions = self.key_bias_positions
+        if positions is not None and key.shape[0] != positions:
+            raise ValueError(
+                f"key length must equal key_bias_positions={positions} (one key bias per position), "
+                f"got key of shape {tuple(key.shape)}"
+            )
+        b_k = jnp.swapaxes(self.b_k, 0, 1) if positions is not None else self.b_k  # (Tk, heads, key_dim) or (heads, key_dim)
+        q = jnp.einsum("td,dhk->thk", query, self.w_q) + self.b_q  # (Tq, heads, key_dim): token, head, feature
+        k = jnp.einsum("sd,dhk->shk", key, self.w_k) + b_k  # (Tk, heads, key_dim)
+        v = jnp.einsum("sd,dhv->shv", value, self.w_v) + self.b_v  # (Tk, heads, value_dim)
+        return q, k, v
+
+    def _visible(self, mask, bias, tq: int, tk: int):
+        """``mask`` and ``bias`` checked and broadcast to ``(heads, Tq, Tk)``, and where a query may see a key
+        (``mask`` and a bias above ``-inf``); ``None`` for each that is absent (then every key is visible)."""
+        full = (self.num_heads, tq, tk)
+        for name, a in (("mask", mask), ("bias", bias)):
+            if a is not None and tuple(a.shape[:-2]) not in ((), (self.num_heads,)):
+                raise ValueError(f"{name} must have shape (Tq, Tk) = {(tq, tk)} or (heads, Tq, Tk) = {full}, "
+                                 f"got {tuple(a.shape)}")
+        mask = None if mask is None else jnp.broadcast_to(jnp.asarray(mask), full)
+        bias = None if bias is None else jnp.broadcast_to(jnp.asarray(bias), full)
+        visible = mask
+        if bias is not None:
+            visible = (bias != -jnp.inf) if visible is None else visible & (bias != -jnp.inf)
+        return mask, bias, visible
+
+    @_checks.shaped
+    def attend(
+        self,
+        q: Float[Array, "Tq heads key_dim"],
+        k: Float[Array, "Tk heads key_dim"],
+        v: Float[Array, "Tk heads value_dim"],
+        mask: Bool[Array, "*mask_heads Tq Tk"] | None = None,
+        bias: Float[Array, "*bias_heads Tq Tk"] | None = None,
+    ) -> tuple[Float[Array, "Tq d_out"], Float[Array, "heads Tq Tk"]]:
+        """The second half of the layer: scaled dot-product attention per head on projected ``q``, ``k``, ``v``,
+        then the output projection. Returns ``(out (Tq, d_out), weights (heads, Tq, Tk))``.
+
+        ``mask`` (boolean, True where a query may attend) and ``bias`` (added to the scaled scores, ``-inf``
+        hides a key as ``mask=False`` does) are ``(Tq, Tk)`` for every head or ``(heads, Tq, Tk)`` per head.
+        What a query may not see is replaced by 0 before any product, so a NaN there reaches no output and
+        no gradient; a query that sees no key in any head gets a zero output.
+        """
+        heads, tq, tk = q.shape[1], q.shape[0], k.shape[0]
+        if heads != self.num_heads or q.shape[2] != self.key_dim or v.shape[2] != self.value_dim:
+            raise ValueError(f"q, k, v must have heads={self.num_heads}, key_dim={self.key_dim} and "
+                             f"value_dim={self.value_dim}, got shapes {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
+        if v.shape[0] != tk:
+            raise ValueError(f"v must have one row per key, Tk={tk}, got shape {tuple(v.shape)}")
+        mask, bias, visible = self._visible(mask, bias, tq, tk)
+        k, v = k[None], v[None]  # (1, Tk, heads, features), broadcast against the queries
+        if visible is not None:
+            # Per (query, key, head): what the query may not see is 0, not merely weighted by 0, so a
+            # NaN there stays out of the scores, the weighted sum and their gradients (0 * NaN = NaN).
+            # For valid inputs nothing changes: those entries were multiplied by a zero weight.
+            query_sees = jnp.any(visible, axis=(0, 2))  # (Tq,)
+            q = jnp.where(query_sees[:, None, None], q, 0)
+            hidden = jnp.transpose(visible, (1, 2, 0))[..., None]  # (Tq, Tk, heads, 1)
+            k, v = jnp.where(hidden, k, 0), jnp.where(hidden, v, 0)
+        # The two products inside attention are written as broadcast-and-sum; they are the einsums
+        # "thk,shk->hts" and "hts,shv->thv". XLA on a CPU runs these tiny per-head matrix products
+        # (5 x 7 by 7 x 5) about twice as slowly as the fused elementwise form, gradient included.
+        q = check_score_range(q, k)
+        scale = jnp.sqrt(jnp.asarray(self.key_dim, dtype=q.dtype))
+        scores = jnp.sum(q[:, None] * k, axis=-1) / scale  # (Tq, Tk, heads): q_t . k_s per head
+        weights = masked_softmax(jnp.transpose(scores, (2, 0, 1)), mask, bias)  # (heads, Tq, Tk), softmax over keys
+        context = jnp.sum(jnp.transpose(weights, (1, 2, 0))[..., None] * v, axis=1)  # (Tq, heads, value_dim)
+        out = jnp.einsum("thv,hvo->to", context, self.w_o) + self.b_o  # the sum over heads
+        if visible is not None:
+            out = jnp.where(query_sees[:, None], out, 0.0)
+        elif tk == 0:  # no key at all: every query sees nothing
+            out = jnp.zeros_like(out)
+        return out, weights
+
     @_checks.shaped
     def __call__(
         self,
@@ -149,16 +222,23 @@ class MultiHeadAttention(eqx.Module):
         key: Float[Array, "Tk d_key"],
         value: Float[Array, "Tv d_value"],
         mask: Bool[Array, "*heads Tq Tk"] | None = None,
+        bias: Float[Array, "*bias_heads Tq Tk"] | None = None,
+        *,
+        process_heads: Callable | None = None,
     ) -> tuple[Float[Array, "Tq d_out"], Float[Array, "heads Tq Tk"]]:
-        """Attend from ``query (Tq, d_model)`` to ``key``, ``value (Tk, d_model)``.
+        """Attend from ``query (Tq, d_model)`` to ``key``, ``value (Tk, d_model)``: :meth:`project`, then :meth:`attend`.
 
         (In the annotations, ``d_query``, ``d_key`` and ``d_value`` must all equal the layer's ``d_model``
         and ``Tv`` must equal ``Tk``; both are checked after the annotations, with their own messages.)
 
         ``mask`` is boolean, True where a query may attend to a key: ``(Tq, Tk)`` for every head
-        or ``(heads, Tq, Tk)`` per head. A query that sees no key in a head gets zero weights
-        there (and that head contributes nothing to it); a query that sees no key in any head
-        (or a query against ``Tk = 0`` keys) gets a zero output, as everywhere in the book.
+        or ``(heads, Tq, Tk)`` per head. ``bias`` (same shapes) is added to the scaled scores (ALiBi, T5's
+        relative bias); ``-inf`` hides a key exactly as ``mask=False`` does. A query that sees no key in a
+        head gets zero weights there (and that head contributes nothing to it); a query that sees no key in
+        any head (or a query against ``Tk = 0`` keys) gets a zero output, as everywhere in the book.
+
+        ``process_heads(q, k, v) -> (q, k, v)``, as in ``equinox.nn.MultiheadAttention``, transforms the
+        projected heads (``(T, heads, features)`` each) before the scores: RoPE rotates ``q`` and ``k`` there.
 
         Padding may hold anything: a key or value that a query may not see (in any head) does not
         reach that query's output or its gradient, even if it is NaN or inf, and a key, value or
@@ -168,65 +248,79 @@ class MultiHeadAttention(eqx.Module):
 
         Returns ``(out (Tq, d_out), weights (heads, Tq, Tk))``.
         """
-        for name, x in (("query", query), ("key", key), ("value", value)):
-            if x.shape[1] != self.d_model:  # three names in the annotations: each is checked against the layer
-                raise ValueError(f"{name} must have d_model={self.d_model} features, shape (T, d_model), "
-                                 f"got shape {tuple(x.shape)}")
-        heads, tq, tk = self.num_heads, query.shape[0], key.shape[0]
+        tq, tk = query.shape[0], key.shape[0]
+        self._check_features(query, key, value)
         if value.shape[0] != tk:
             raise ValueError(f"value must have one row per key, shape (Tk, d_model) = {(tk, self.d_model)}, "
                              f"got {tuple(value.shape)}")
-        positions = self.key_bias_positions
-        if positions is not None and tk != positions:
-            raise ValueError(
-                f"key length must equal key_bias_positions={positions} (one key bias per position), "
-                f"got key of shape {tuple(key.shape)}"
-            )
-        if mask is not None:
-            if tuple(mask.shape[:-2]) not in ((), (heads,)):
-                raise ValueError(
-                    f"mask must have shape (Tq, Tk) = {(tq, tk)} or (heads, Tq, Tk) = {(heads, tq, tk)}, "
-                    f"got {tuple(mask.shape)}"
-                )
-            mask = jnp.broadcast_to(jnp.asarray(mask), (heads, tq, tk))
+        if process_heads is not None:
+            _checks.function("process_heads", process_heads)
+        _, _, visible = self._visible(mask, bias, tq, tk)
+        if visible is not None:
             # Rows that no query sees in any head (padding) are set to 0 before the projections: a
             # gradient of 0 times a NaN input is NaN, and would reach the kernels' gradients.
-            key_seen = jnp.any(mask, axis=(0, 1))  # (Tk,)
-            query_sees = jnp.any(mask, axis=(0, 2))  # (Tq,)
+            key_seen = jnp.any(visible, axis=(0, 1))  # (Tk,)
+            query_sees = jnp.any(visible, axis=(0, 2))  # (Tq,)
             query = jnp.where(query_sees[:, None], query, 0)
             key = jnp.where(key_seen[:, None], key, 0)
             value = jnp.where(key_seen[:, None], value, 0)
-
-        # The projections are einsums over the Keras-shaped kernels, all heads at once ("thk": token, head, feature).
-        b_k = jnp.swapaxes(self.b_k, 0, 1) if positions is not None else self.b_k  # (Tk, heads, key_dim) or (heads, key_dim)
-        q = jnp.einsum("td,dhk->thk", query, self.w_q) + self.b_q  # (Tq, heads, key_dim)
-        k = jnp.einsum("sd,dhk->shk", key, self.w_k) + b_k  # (Tk, heads, key_dim)
-        v = jnp.einsum("sd,dhv->shv", value, self.w_v) + self.b_v  # (Tk, heads, value_dim)
-        k, v = k[None], v[None]  # (1, Tk, heads, features), broadcast against the queries
-        if mask is not None:
-            # Per (query, key, head): what the query may not see is 0, not merely weighted by 0, so a
-            # NaN there stays out of the scores, the weighted sum and their gradients (0 * NaN = NaN).
-            # For valid inputs nothing changes: those entries were multiplied by a zero weight.
-            visible = jnp.transpose(mask, (1, 2, 0))[..., None]  # (Tq, Tk, heads, 1)
-            k, v = jnp.where(visible, k, 0), jnp.where(visible, v, 0)
-        # The two products inside attention are written as broadcast-and-sum; they are the einsums
-        # "thk,shk->hts" and "hts,shv->thv". XLA on a CPU runs these tiny per-head matrix products
-        # (5 x 7 by 7 x 5) about twice as slowly as the fused elementwise form, gradient included.
-        q = check_score_range(q, k)
-        scale = jnp.sqrt(jnp.asarray(self.key_dim, dtype=q.dtype))
-        scores = jnp.sum(q[:, None] * k, axis=-1) / scale  # (Tq, Tk, heads): q_t . k_s per head
-        weights = masked_softmax(jnp.transpose(scores, (2, 0, 1)), mask)  # (heads, Tq, Tk), softmax over keys
-        context = jnp.sum(jnp.transpose(weights, (1, 2, 0))[..., None] * v, axis=1)  # (Tq, heads, value_dim)
-        out = jnp.einsum("thv,hvo->to", context, self.w_o) + self.b_o  # the sum over heads
-        if mask is not None:
-            out = jnp.where(query_sees[:, None], out, 0.0)
-        elif tk == 0:  # no key at all: every query sees nothing
-            out = jnp.zeros_like(out)
-        return out, weights
+        q, k, v = self.project(query, key, value)
+        if process_heads is not None:
+            q, k, v = process_heads(q, k, v)
+        return self.attend(q, k, v, mask, bias)
 
 
 def parameter_count(layer: MultiHeadAttention) -> int:
     """Number of trainable numbers in ``layer`` (751 for d_model 7, 3 heads, key_dim 8)."""
     if not isinstance(layer, MultiHeadAttention):  # any other pytree would be counted without a word
         raise TypeError(f"layer must be a MultiHeadAttention, got {type(layer).__name__}")
-    return sum(a.size for a in jax.tree.leaves(eqx.filter(layer, eqx.is_inexact_array)))
+    return nn.count_parameters(layer)
+
+
+class MultiHeadSelfAttention(eqx.Module):
+    """Multi-head self-attention as a token mixer ``(T, d_model) -> (T, d_model)``, causal or not.
+
+    One :class:`MultiHeadAttention` (``key_dim = d_model // heads``) with queries, keys and values all ``x``:
+    the attention of chapter 5's language model, chapter 7's blocks and chapter 8's models. ``__call__``
+    takes an optional score ``bias`` (ALiBi, T5) and a ``process_heads`` hook (RoPE).
+
+    ``init="glorot"`` (the default) draws the kernels as :class:`MultiHeadAttention` does (Keras);
+    ``init="fan-in"`` draws each of the four projections as an :class:`attnbook.nn.Dense` of
+    ``(d_model, d_model)`` (chapter 5's published runs, whose baseline was built that way).
+    """
+
+    attention: MultiHeadAttention
+    causal: bool = eqx.field(static=True)
+
+    def __init__(self, d_model: int, heads: int, *, causal: bool = True, init: str = "glorot", key: jax.Array):
+        d_model = _checks.positive_int("d_model", d_model)
+        heads = _checks.positive_int("heads", heads)
+        if d_model % heads:
+            raise ValueError(f"d_model must be divisible by heads, got d_model={d_model}, heads={heads}")
+        if init not in ("glorot", "fan-in"):
+            raise ValueError(f"init must be 'glorot' or 'fan-in', got {init!r}")
+        key = _checks.prng_key("key", key)
+        layer = MultiHeadAttention(d_model, heads, d_model // heads, key=key)
+        if init == "fan-in":
+            dk = d_model // heads
+            q, k, v, o = (nn.Dense(d_model, d_model, key=sub) for sub in nn.split(key, 4))
+            layer = eqx.tree_at(
+                lambda m: (m.w_q, m.b_q, m.w_k, m.b_k, m.w_v, m.b_v, m.w_o, m.b_o), layer,
+                (q.weight.reshape(d_model, heads, dk), q.bias.reshape(heads, dk),
+                 k.weight.reshape(d_model, heads, dk), k.bias.reshape(heads, dk),
+                 v.weight.reshape(d_model, heads, dk), v.bias.reshape(heads, dk),
+                 o.weight.reshape(heads, dk, d_model), o.bias))
+        self.attention = layer
+        self.causal = _checks.flag("causal", causal)
+
+    @property
+    def heads(self) -> int:
+        return self.attention.num_heads
+
+    @_checks.shaped
+    def __call__(self, x: Float[Array, "T d_model"], bias: Float[Array, "*heads T T"] | None = None, *,
+                 process_heads: Callable | None = None) -> Float[Array, "T d_model"]:
+        """``x (T, d_model) -> (T, d_model)``; ``bias`` ``(T, T)`` or ``(heads, T, T)`` is added to the scores."""
+        nn.features("x", x, self.attention.d_model, "d_model")
+        mask = masking.causal_mask(x.shape[0]) if self.causal else None
+        return self.attention(x, x, x, mask, bias, process_heads=process_heads)[0]

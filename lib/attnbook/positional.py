@@ -12,12 +12,12 @@ ALiBi's causal bias ``slope * (j - i)``.
 from __future__ import annotations
 
 import equinox as eqx
-import jax  # noqa: F401  (annotations)
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from . import _checks
+from . import _checks, nn
 
 
 def frequencies(d_model: int, base: float = 10000.0) -> Float[np.ndarray, " pairs"]:
@@ -90,6 +90,18 @@ def rope(x: Float[Array, "T d"], base: float = 10000.0) -> Float[Array, "T d"]:
     even, odd = x[:, 0::2], x[:, 1::2]
     rotated = jnp.stack([even * cos - odd * sin, even * sin + odd * cos], axis=-1)
     return rotated.reshape(length, d)
+
+
+@_checks.shaped
+def rope_heads(q: Float[Array, "Tq heads dq"], k: Float[Array, "Tk heads dq"], v: Float[Array, "Tk heads dv"]
+               ) -> tuple[Float[Array, "Tq heads dq"], Float[Array, "Tk heads dq"], Float[Array, "Tk heads dv"]]:
+    """:func:`rope` on every head of projected queries and keys (values unchanged): a ``process_heads`` hook.
+
+    Shapes are those of :meth:`attnbook.mha.MultiHeadAttention.project`, ``(T, heads, features)``; pass it as
+    ``layer(x, x, x, process_heads=rope_heads)``.
+    """
+    rotate = jax.vmap(rope, in_axes=1, out_axes=1)  # per head, over positions
+    return rotate(q), rotate(k), v
 
 
 def alibi_slopes(num_heads: int) -> Float[np.ndarray, " num_heads"]:
@@ -179,9 +191,7 @@ class LearnedPositions(eqx.Module):
         max_len = _checks.positive_int("max_len", max_len)
         d_model = _checks.positive_int("d_model", d_model)
         key = _checks.prng_key("key", key)
-        from .aft import _random  # NumPy-drawn for a concrete key: no random kernel compiled per shape
-
-        self.table = _random(key, (max_len, d_model), scale, normal=True)
+        self.table = nn.init(key, (max_len, d_model), "normal", scale=scale)
 
     @property
     def max_len(self) -> int:
@@ -214,9 +224,7 @@ class RelativePositionBias(eqx.Module):
         relative_position_bucket(np.zeros(1, dtype=int), bidirectional=self.bidirectional,
                                  num_buckets=num_buckets, max_distance=self.max_distance)  # checks the sizes
         key = _checks.prng_key("key", key)
-        from .aft import _random
-
-        self.table = _random(key, (num_buckets, num_heads), 0.02, normal=True)
+        self.table = nn.init(key, (num_buckets, num_heads), "normal", scale=0.02)
 
     def buckets(self, length: int) -> np.ndarray:
         """The ``(T, T)`` bucket of ``j - i`` for query ``i`` and key ``j``."""

@@ -1,5 +1,8 @@
 """The one training loop of the book: minibatch gradient steps inside ``jax.lax.scan``, Optax.
 
+:func:`fit_seeds` runs the same step for several models at once (``vmap``), each on its own data; every
+loss is :func:`cross_entropy` (or a mean of it).
+
 ``fit`` compiles the whole run (every step, and the test loss every ``eval_every`` steps) into one
 XLA program, so a 500-step run on a few thousand sequences takes well under a second on a CPU.
 
@@ -55,10 +58,10 @@ class History:
 def _data(name: str, arrays) -> tuple[jax.Array, ...]:
     """A tuple of arrays with one leading size ``N >= 1``, as JAX arrays."""
     if not isinstance(arrays, (tuple, list)) or not arrays:
-        raise TypeError(f"{name} must be a non-empty tuple of arrays such as (inputs, targets), got {_checks._describe(arrays)}")
+        raise TypeError(f"{name} must be a non-empty tuple of arrays such as (inputs, targets), got {_checks.describe(arrays)}")
     for i, a in enumerate(arrays):
         if np.ndim(a) < 1:
-            raise ValueError(f"{name}[{i}] must have a leading axis of N examples, got {_checks._describe(a)}")
+            raise ValueError(f"{name}[{i}] must have a leading axis of N examples, got {_checks.describe(a)}")
     sizes = {np.shape(a)[0] for a in arrays}
     if len(sizes) != 1:
         raise ValueError(f"{name} arrays must share their leading size N, got sizes {sorted(sizes)}")
@@ -67,18 +70,18 @@ def _data(name: str, arrays) -> tuple[jax.Array, ...]:
     return tuple(jnp.asarray(a) for a in arrays)
 
 
-def _labels(ys, logits_shape: tuple[int, ...]):
-    """``ys`` checked against logits of shape ``(*batch, classes)``: shape ``batch``, values in ``[0, classes)``.
+def _labels(name: str, ys, logits_shape: tuple[int, ...]):
+    """``ys`` (called ``name``) checked against logits of shape ``(*batch, classes)``: shape ``batch``, values in ``[0, classes)``.
 
     A shape mismatch would broadcast (labels ``(N, 1)`` against predictions ``(N,)`` compare every
     prediction with every label); ``-1`` would pick the last class and ``classes`` give NaN. Returns
     ``ys``: use it, so that under ``jit`` the value check stays in the program.
     """
     if tuple(ys.shape) != tuple(logits_shape[:-1]):
-        raise ValueError(f"ys must have the shape of the logits {tuple(logits_shape)} without their class axis, "
+        raise ValueError(f"{name} must have the shape of the logits {tuple(logits_shape)} without their class axis, "
                          f"{tuple(logits_shape[:-1])}, got {tuple(ys.shape)}")
     classes = logits_shape[-1]
-    return _checks.values("ys", ys, (ys < 0) | (ys >= classes), f"class labels: integers in [0, {classes})")
+    return _checks.values(name, ys, (ys < 0) | (ys >= classes), f"class labels: integers in [0, {classes})")
 
 
 @eqx.filter_jit
@@ -103,7 +106,7 @@ def _optimizer_probe(optimizer, params):
 def _check_optimizer(optimizer, params) -> None:
     if not (hasattr(optimizer, "init") and hasattr(optimizer, "update")):
         raise TypeError(f"optimizer must be an Optax GradientTransformation such as optax.adam(1e-2), "
-                        f"got {_checks._describe(optimizer)}")
+                        f"got {_checks.describe(optimizer)}")
     finite, dots = _optimizer_probe(optimizer, params)
     if not bool(finite):
         raise ValueError("optimizer must give finite updates for finite gradients, got NaN or infinite ones "
@@ -220,7 +223,7 @@ def fit(
     if not jax.tree.leaves(params):
         raise ValueError(f"model must have floating-point arrays to train, got none in {type(model).__name__}")
     _check_optimizer(optimizer, params)
-    params = nudged(params)
+    params = nudged(params)  # every training start goes through the robustness hook
     indices = _minibatch_indices(key, num_examples, batch_size, steps).reshape(-1, eval_every, batch_size)
     # Gathering the minibatches before the training program (memory: steps x batch_size examples,
     # small in this book) makes that program independent of N, so runs on data sets of different
@@ -228,12 +231,69 @@ def fit(
     batches = _gather(train_data, indices)
     params, train_loss, test_loss = _run(params, static, loss_fn, optimizer, batches, test_data)
     history = History(np.asarray(train_loss), None if test_data is None else np.asarray(test_loss), eval_every)
-    if not np.all(np.isfinite(history.train_loss)):
-        first = int(np.argmin(np.isfinite(history.train_loss)))
-        warnings.warn(f"fit: the training loss is {history.train_loss[first]} at step {first} (of {steps}); "
-                      "the returned model is not trained (a learning rate too large, or NaN in the data?)",
-                      RuntimeWarning, stacklevel=2)
+    _warn_if_diverged("fit", history.train_loss[None])
     return eqx.combine(params, static), history
+
+
+def _warn_if_diverged(caller: str, losses: np.ndarray) -> None:
+    """A ``RuntimeWarning`` naming the first step (of the first run) whose training loss is NaN or infinite."""
+    bad = ~np.isfinite(losses)  # (runs, steps)
+    if bad.any():
+        run, first = (int(i) for i in np.argwhere(bad)[0])
+        which = f" of run {run}" if losses.shape[0] > 1 else ""
+        warnings.warn(f"{caller}: the training loss{which} is {losses[run, first]} at step {first} (of {losses.shape[1]}); "
+                      "the returned model is not trained (a learning rate too large, or NaN in the data?)",
+                      RuntimeWarning, stacklevel=3)
+
+
+def fit_seeds(
+    models,
+    loss_fn: Callable[..., jax.Array],
+    batches: tuple,
+    *,
+    optimizer: optax.GradientTransformation,
+) -> tuple[eqx.Module, np.ndarray]:
+    """:func:`fit`'s training step for several models at once: ``vmap`` over models, ``lax.scan`` over steps.
+
+    Args:
+        models: a sequence of Equinox modules of one structure (e.g. one per initialisation seed).
+        loss_fn: ``loss_fn(model, *batch) -> scalar``, as for :func:`fit`.
+        batches: a tuple of arrays of shape ``(runs, steps, batch, ...)``: model ``r`` trains at step ``s``
+            on ``tuple(a[r, s] for a in batches)`` (each run its own data, drawn beforehand).
+        optimizer: an Optax transformation, checked as in :func:`fit`.
+
+    Returns the trained models stacked (every array with a leading axis of ``runs``; take one with
+    :func:`select`) and the training losses ``(runs, steps)``. Every start goes through :func:`nudged`,
+    and a run whose loss becomes NaN or infinite gets :func:`fit`'s warning.
+    """
+    _checks.function("loss_fn", loss_fn)
+    if isinstance(models, eqx.Module) or not isinstance(models, (list, tuple)) or not models:
+        raise TypeError(f"models must be a non-empty sequence of models, got {_checks.describe(models)}")
+    if not isinstance(batches, (tuple, list)) or not batches:
+        raise TypeError(f"batches must be a non-empty tuple of arrays such as (inputs, targets), got {_checks.describe(batches)}")
+    batches = tuple(jnp.asarray(b) for b in batches)
+    for i, b in enumerate(batches):
+        if b.ndim < 2 or b.shape[:2] != batches[0].shape[:2] or b.shape[0] != len(models):
+            raise ValueError(f"batches[{i}] must have shape (runs={len(models)}, steps, ...) like batches[0] "
+                             f"{tuple(batches[0].shape)}, got {tuple(b.shape)}")
+    if batches[0].shape[1] == 0:
+        raise ValueError(f"batches must hold at least one step, got shape {tuple(batches[0].shape)}")
+    parts = [eqx.partition(m, eqx.is_inexact_array) for m in models]
+    static = parts[0][1]
+    if not jax.tree.leaves(parts[0][0]):
+        raise ValueError(f"models must have floating-point arrays to train, got none in {type(models[0]).__name__}")
+    _check_optimizer(optimizer, parts[0][0])
+    params = jax.tree.map(lambda *a: jnp.stack(a), *[p for p, _ in parts])
+    params, losses = _run_seeds(nudged(params), static, loss_fn, optimizer, batches)
+    losses = np.asarray(losses)
+    _warn_if_diverged("fit_seeds", losses)
+    return eqx.combine(params, static), losses
+
+
+def select(models, index: int):
+    """Model ``index`` out of the stacked models that :func:`fit_seeds` returns."""
+    index = _checks.nonnegative_int("index", index)
+    return jax.tree.map(lambda a: a[index] if eqx.is_array(a) else a, models)
 
 
 @jax.jit
@@ -242,8 +302,9 @@ def _gather(train_data, indices):
     return tuple(a[indices] for a in train_data)
 
 
-@eqx.filter_jit
-def _run(params, static, loss_fn, optimizer, batches, test_data):
+def _training_step(static, loss_fn, optimizer):
+    """The one training step of the book, ``step((params, opt_state), batch) -> (carry, loss)``, and the loss of params."""
+
     def loss_of(params, *batch):
         return loss_fn(eqx.combine(params, static), *batch)
 
@@ -254,6 +315,13 @@ def _run(params, static, loss_fn, optimizer, batches, test_data):
         params = optax.apply_updates(params, updates)
         return (params, opt_state), loss
 
+    return step, loss_of
+
+
+@eqx.filter_jit
+def _run(params, static, loss_fn, optimizer, batches, test_data):
+    step, loss_of = _training_step(static, loss_fn, optimizer)
+
     def steps_then_test(carry, chunk):  # chunk: eval_every minibatches
         carry, losses = jax.lax.scan(step, carry, chunk)
         test = loss_of(carry[0], *test_data) if test_data is not None else jnp.zeros(())
@@ -262,6 +330,17 @@ def _run(params, static, loss_fn, optimizer, batches, test_data):
     init = (params, optimizer.init(params))
     (params, _), (train_loss, test_loss) = jax.lax.scan(steps_then_test, init, batches)
     return params, train_loss.reshape(-1), test_loss
+
+
+@eqx.filter_jit
+def _run_seeds(params, static, loss_fn, optimizer, batches):
+    step, _ = _training_step(static, loss_fn, optimizer)
+
+    def one(params, batches):  # batches: (steps, batch, ...) arrays of one run
+        (params, _), losses = jax.lax.scan(step, (params, optimizer.init(params)), batches)
+        return params, losses
+
+    return jax.vmap(one)(params, batches)
 
 
 # --------------------------------------------------------------------------- classification
@@ -281,10 +360,21 @@ def classification_loss(logits_fn: Callable[[eqx.Module, jax.Array], jax.Array])
     @_checks.shaped
     def loss(model, xs: Num[Array, "N ..."], ys: Int[Array, "N *batch"]) -> Float[Array, ""]:
         logits = jax.vmap(lambda x: logits_fn(model, x))(xs)
-        ys = _labels(ys, logits.shape)
-        return optax.softmax_cross_entropy_with_integer_labels(logits, ys).mean()
+        return cross_entropy(logits, _labels("ys", ys, logits.shape)).mean()
 
     return loss
+
+
+@_checks.shaped
+def cross_entropy(logits: Float[Array, "*batch classes"], labels: Int[Array, "*batch"]) -> Float[Array, "*batch"]:
+    """Cross-entropy (negative log-likelihood, nats) of integer ``labels`` under ``logits``, one per label.
+
+    The one loss of the book: :func:`classification_loss`, the Transformer's ``sequence_loss`` (chapter 7)
+    and chapter 8's per-position losses are its mean or its average over sequences. ``labels`` must lie in
+    ``[0, classes)``, also under ``jit`` (``-1`` is never the last class).
+    """
+    labels = _labels("labels", labels, logits.shape)
+    return optax.softmax_cross_entropy_with_integer_labels(logits, labels)
 
 
 @_checks.shaped
@@ -304,7 +394,7 @@ def accuracy(
     if xs.shape[0] == 0:
         raise ValueError(f"xs must hold at least one example, got shape {tuple(xs.shape)}")
     logits = eqx.filter_eval_shape(_logits, logits_fn, model, xs)  # shape only: nothing is computed
-    ys = _labels(ys, logits.shape)
+    ys = _labels("ys", ys, logits.shape)
     return float(_accuracy(logits_fn, model, xs, ys))
 
 

@@ -28,14 +28,17 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jaxtyping import Array, Float, Int
 
-from . import _checks, masking
-from .aft import AFTConv, AFTFull, AFTLocal, AFTSimple, Dense, _keys, _random
-from .attention import masked_softmax
-from .mha import MultiHeadAttention
+from . import _checks, train
+from . import nn
+from .aft import AFTSimple
+from .lm import MIXERS, make_mixer
+from .nn import Dense, init, split as _keys
+from .attention import merge_softmax_sums
+from .mha import MultiHeadAttention, MultiHeadSelfAttention
 from .positional import sinusoidal_encoding
 
-MIXERS = ("attention", "aft-full", "aft-local", "aft-simple", "aft-conv")
 CACHED_MIXERS = ("attention", "aft-simple")
 """Mixers that :func:`greedy_decode_cached` can run one token at a time."""
 
@@ -44,131 +47,30 @@ CACHED_MIXERS = ("attention", "aft-simple")
 # Sub-layers
 
 
-class FeedForward(eqx.Module):
-    """The position-wise feed-forward layer: ``max(0, x W1 + b1) W2 + b2`` on every row of ``x (T, d_model)``.
-
-    The same two-layer network is applied to each token on its own; it mixes features, never tokens.
-    """
-
-    hidden: Dense
-    project: Dense
-
-    def __init__(self, d_model: int, d_hidden: int, *, key: jax.Array):
-        k1, k2 = _keys(key, 2)
-        self.hidden = Dense(d_model, d_hidden, key=k1)
-        self.project = Dense(d_hidden, d_model, key=k2)
-
-    def __call__(self, x):
-        """``x (T, d_model) -> (T, d_model)``."""
-        return self.project(jax.nn.relu(self.hidden(x)))
-
-
-class SelfAttention(eqx.Module):
-    """Multi-head self-attention (chapter 4's layer, queries, keys and values all ``x``), causal or not."""
-
-    attention: MultiHeadAttention
-    causal: bool = eqx.field(static=True)
-
-    def __init__(self, d_model: int, heads: int, *, causal: bool, key: jax.Array):
-        d_model = _checks.positive_int("d_model", d_model)
-        heads = _checks.positive_int("heads", heads)
-        if d_model % heads:
-            raise ValueError(f"d_model must be divisible by heads, got d_model={d_model}, heads={heads}")
-        self.attention = MultiHeadAttention(d_model, heads, d_model // heads, key=key)
-        self.causal = causal
-
-    def __call__(self, x):
-        """``x (T, d_model) -> (T, d_model)``."""
-        mask = masking.causal_mask(x.shape[0]) if self.causal else None
-        return self.attention(x, x, x, mask)[0]
-
-
-def make_mixer(kind: str, d_model: int, *, causal: bool, heads: int = 4, window: int = 9, max_len: int = 64,
-               key: jax.Array) -> eqx.Module:
-    """A token mixer ``(T, d_model) -> (T, d_model)`` by name, one of :data:`MIXERS`.
-
-    ``heads`` serves attention and AFT-conv, ``window`` AFT-local and AFT-conv (odd, so that the
-    non-causal window is centred), ``max_len`` the position biases of AFT-full and AFT-local.
-    """
-    if kind == "attention":
-        return SelfAttention(d_model, heads, causal=causal, key=key)
-    if kind == "aft-full":
-        return AFTFull(d_model, max_len, causal=causal, key=key)
-    if kind == "aft-local":
-        return AFTLocal(d_model, max_len, window, causal=causal, key=key)
-    if kind == "aft-simple":
-        return AFTSimple(d_model, causal=causal, key=key)
-    if kind == "aft-conv":
-        return AFTConv(d_model, heads, window, causal=causal, key=key)
-    raise ValueError(f"kind must be one of {MIXERS}, got {kind!r}")
-
-
-class Block(eqx.Module):
-    """One encoder or decoder block: mixer, cross-attention (decoder only), feed-forward layer.
+class Block(nn.Block):
+    """One encoder or decoder block (:class:`attnbook.nn.Block`) built from names: mixer, cross-attention, feed-forward.
 
     Args:
         d_model: features per token.
-        mixer: the token mixer, one of :data:`MIXERS`.
+        mixer: the token mixer, one of :data:`MIXERS` (:func:`attnbook.lm.make_mixer`).
         causal: mask the mixer so that row ``t`` sees rows ``<= t`` (decoder self-attention).
         cross: add cross-attention to an encoder's output after the mixer (decoder).
         pre_norm: LayerNorm before each sub-layer (pre-LN) if True, after its residual sum (post-LN) if False.
         residual: add each sub-layer's input to its output; False removes every residual connection.
-        feed_forward: include the feed-forward layer (width ``ff_ratio * d_model``).
+        feed_forward: include the feed-forward layer (width ``ff_ratio * d_model``, ReLU).
         heads: heads of attention, cross-attention and AFT-conv.
     """
-
-    mixer: eqx.Module
-    cross: MultiHeadAttention | None
-    feed_forward: FeedForward | None
-    norms: tuple
-    pre_norm: bool = eqx.field(static=True)
-    residual: bool = eqx.field(static=True)
 
     def __init__(self, d_model: int, *, mixer: str = "attention", causal: bool = False, cross: bool = False,
                  pre_norm: bool = True, residual: bool = True, feed_forward: bool = True, heads: int = 4,
                  ff_ratio: int = 4, window: int = 9, max_len: int = 64, key: jax.Array):
         d_model = _checks.positive_int("d_model", d_model)
         heads = _checks.positive_int("heads", heads)
-        ff_ratio = _checks.positive_int("ff_ratio", ff_ratio)
-        k_mix, k_cross, k_ff = _keys(key, 3)
-        self.mixer = make_mixer(mixer, d_model, causal=causal, heads=heads, window=window, max_len=max_len,
-                                key=k_mix)
-        self.cross = MultiHeadAttention(d_model, heads, d_model // heads, key=k_cross) if cross else None
-        self.feed_forward = FeedForward(d_model, ff_ratio * d_model, key=k_ff) if feed_forward else None
-        self.norms = tuple(eqx.nn.LayerNorm(d_model) for _ in range(1 + cross + feed_forward))
-        self.pre_norm, self.residual = pre_norm, residual
-
-    def _sublayer(self, norm, f, x):
-        """One sub-layer ``f`` with its residual connection and LayerNorm, pre- or post-LN."""
-        layer_norm = jax.vmap(norm)  # LayerNorm normalises each token (row) on its own
-        if self.pre_norm:
-            y = f(layer_norm(x))
-            return x + y if self.residual else y
-        y = f(x)
-        return layer_norm(x + y if self.residual else y)
-
-    def cross_attend(self, x, memory):
-        """Cross-attention alone: queries from ``x (T, d_model)``, keys and values from ``memory (S, d_model)``.
-
-        Returns ``(out (T, d_model), weights (heads, T, S))``.
-        """
-        if self.cross is None:
-            raise ValueError("cross_attend needs a block built with cross=True")
-        return self.cross(x, memory, memory)
-
-    def __call__(self, x, memory=None):
-        """``x (T, d_model)``, and for a decoder block the encoder's output ``memory (S, d_model)``."""
-        _checks.ndim("x", x, 2, "(T, d_model)")
-        if (memory is None) != (self.cross is None):
-            raise ValueError("memory must be given exactly when the block has cross-attention, "
-                             f"got memory={'None' if memory is None else tuple(memory.shape)}")
-        norms = iter(self.norms)
-        x = self._sublayer(next(norms), self.mixer, x)
-        if self.cross is not None:
-            x = self._sublayer(next(norms), lambda h: self.cross_attend(h, memory)[0], x)
-        if self.feed_forward is not None:
-            x = self._sublayer(next(norms), self.feed_forward, x)
-        return x
+        k_mix, k_cross, k_ff = _keys(_checks.prng_key("key", key), 3)
+        mixer = make_mixer(mixer, d_model, causal=causal, heads=heads, window=window, max_len=max_len, key=k_mix)
+        cross = MultiHeadAttention(d_model, heads, d_model // heads, key=k_cross) if cross else None
+        super().__init__(mixer, d_model, cross=cross, feed_forward=feed_forward, ff_ratio=ff_ratio, activation="relu",
+                         pre_norm=pre_norm, residual=residual, key=k_ff)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -178,13 +80,6 @@ class Block(eqx.Module):
 def _embed(table, tokens):
     """Token embedding plus the sinusoidal encoding of positions ``0 .. T-1`` (chapter 1)."""
     return table[tokens] + sinusoidal_encoding(tokens.shape[0], table.shape[1])
-
-
-def _check_tokens(name: str, tokens, vocab_size: int):
-    _checks.ndim(name, tokens, 1, "(T,)")
-    if not jnp.issubdtype(jnp.asarray(tokens).dtype, jnp.integer):
-        raise TypeError(f"{name} must be integer token ids, got dtype {jnp.asarray(tokens).dtype}")
-    return _checks.integers_in_range(name, tokens, 0, vocab_size)
 
 
 class Stack(eqx.Module):
@@ -198,18 +93,24 @@ class Stack(eqx.Module):
         vocab_size = _checks.positive_int("vocab_size", vocab_size)
         depth = _checks.positive_int("depth", depth)
         keys = _keys(key, depth + 1)
-        self.embedding = _random(keys[0], (vocab_size, d_model), 1.0, normal=True)
+        self.embedding = init(keys[0], (vocab_size, d_model), "normal")
         self.blocks = tuple(Block(d_model, causal=decoder, cross=decoder, key=k, **block) for k in keys[1:])
         # Pre-LN leaves the residual stream un-normalised after the last block; post-LN ends with a LayerNorm.
         self.final_norm = eqx.nn.LayerNorm(d_model) if block.get("pre_norm", True) else None
 
-    def apply(self, x, memory=None):
+    @_checks.shaped
+    def apply(self, x: Float[Array, "T d_model"], memory: Float[Array, "S d_model"] | None = None
+              ) -> Float[Array, "T d_model"]:
         """The blocks on embedded tokens ``x (T, d_model)``: used for Jacobians with respect to the inputs."""
         for block in self.blocks:
             x = block(x, memory)
         return x if self.final_norm is None else jax.vmap(self.final_norm)(x)
 
-    def __call__(self, tokens, memory=None):
+    @_checks.shaped
+    def __call__(self, tokens: Int[Array, " T"], memory: Float[Array, "S d_model"] | None = None
+                 ) -> Float[Array, "T d_model"]:
+        """Integer ``tokens (T,)`` in ``[0, vocab_size)`` (checked, also under jit) through the stack."""
+        tokens = _checks.tokens("tokens", tokens, self.embedding.shape[0])
         return self.apply(_embed(self.embedding, tokens), memory)
 
 
@@ -238,26 +139,32 @@ class EncoderDecoder(eqx.Module):
     def vocab_size(self) -> int:
         return self.head.weight.shape[1]
 
-    def encode(self, source):
+    @_checks.shaped
+    def encode(self, source: Int[Array, " S"]) -> Float[Array, "S d_model"]:
         """``source (S,)`` integer tokens to the encoder's output ``(S, d_model)``."""
-        source = _check_tokens("source", source, self.vocab_size)
+        source = _checks.tokens("source", source, self.vocab_size)
         return self.encoder(source)
 
-    def decode(self, target_in, memory):
+    @_checks.shaped
+    def decode(self, target_in: Int[Array, " T"], memory: Float[Array, "S d_model"]) -> Float[Array, "T vocab"]:
         """Logits ``(T, vocab_size)`` for decoder inputs ``target_in (T,)`` and encoder output ``memory (S, d_model)``."""
-        target_in = _check_tokens("target_in", target_in, self.vocab_size)
+        target_in = _checks.tokens("target_in", target_in, self.vocab_size)
         _checks.ndim("memory", memory, 2, "(S, d_model)")
         d_model = self.head.weight.shape[0]
         if memory.shape[1] != d_model:
             raise ValueError(f"memory must have shape (S, d_model={d_model}), got {tuple(memory.shape)}")
         return self.head(self.decoder(target_in, memory))
 
-    def __call__(self, source, target_in):
+    @_checks.shaped
+    def __call__(self, source: Int[Array, " S"], target_in: Int[Array, " T"]) -> Float[Array, "T vocab"]:
+        """Next-token logits ``(T, vocab_size)`` for ``source (S,)`` and ``target_in (T,)``."""
         return self.decode(target_in, self.encode(source))
 
-    def cross_weights(self, source, target_in):
+    @_checks.shaped
+    def cross_weights(self, source: Int[Array, " S"], target_in: Int[Array, " T"]) -> Float[Array, "depth heads T S"]:
         """Cross-attention weights of every decoder block, ``(depth, heads, T, S)``."""
         memory = self.encode(source)
+        target_in = _checks.tokens("target_in", target_in, self.vocab_size)
         x = _embed(self.decoder.embedding, jnp.asarray(target_in))
         maps = []
         for block in self.decoder.blocks:
@@ -270,11 +177,13 @@ class EncoderDecoder(eqx.Module):
         return jnp.stack(maps)
 
 
-def sequence_loss(model: EncoderDecoder, sources, targets_in, targets):
+@_checks.shaped
+def sequence_loss(model: EncoderDecoder, sources: Int[Array, "N S"], targets_in: Int[Array, "N T"],
+                  targets: Int[Array, "N T"]) -> Float[Array, ""]:
     """Mean cross-entropy over every target token of a batch: ``sources (N, S)``, ``targets_in, targets (N, T)``."""
-    logits = jax.vmap(model)(sources, targets_in)
-    log_p = jax.nn.log_softmax(logits, axis=-1)
-    return -jnp.mean(jnp.take_along_axis(log_p, targets[..., None], axis=-1))
+    if not isinstance(model, EncoderDecoder):
+        raise TypeError(f"model must be an EncoderDecoder, got {type(model).__name__}")
+    return train.cross_entropy(jax.vmap(model)(sources, targets_in), targets).mean()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -284,7 +193,7 @@ def sequence_loss(model: EncoderDecoder, sources, targets_in, targets):
 def _check_decode(model, source, length, start):
     if not isinstance(model, EncoderDecoder):
         raise TypeError(f"model must be an EncoderDecoder, got {type(model).__name__}")
-    _checks.ndim("source", source, 1, "(S,)")
+    _checks.tokens("source", source, model.vocab_size)
     length = _checks.positive_int("length", length)
     start = _checks.nonnegative_int("start", start)
     if start >= model.vocab_size:
@@ -292,7 +201,9 @@ def _check_decode(model, source, length, start):
     return length, start
 
 
-def greedy_decode(model: EncoderDecoder, source, length: int, start: int):
+@_checks.shaped
+def greedy_decode(model: EncoderDecoder, source: Int[Array, " S"], length: int, start: int
+                  ) -> tuple[Int[Array, " length"], Float[Array, "length vocab"]]:
     """Greedy decoding that reruns the decoder over the whole prefix at every step (no cache).
 
     Args:
@@ -326,26 +237,6 @@ def _greedy(model, source, length, start):
     return tokens, logits
 
 
-def _attend(mha: MultiHeadAttention, q, k, v, mask=None):
-    """Attention of projected queries ``q (Tq, heads, key_dim)`` to projected ``k``, ``v`` ``(Tk, heads, ·)``.
-
-    The second half of :class:`attnbook.mha.MultiHeadAttention`, for keys and values computed earlier
-    (a cache). ``mask (Tq, Tk)`` is True where a query may attend. Returns ``(Tq, d_out)``.
-    """
-    scores = jnp.einsum("thk,shk->hts", q, k) / jnp.sqrt(jnp.asarray(mha.key_dim, dtype=q.dtype))
-    weights = masked_softmax(scores, None if mask is None else jnp.broadcast_to(mask, scores.shape))
-    context = jnp.einsum("hts,shv->thv", weights, v)
-    return jnp.einsum("thv,hvo->to", context, mha.w_o) + mha.b_o
-
-
-def _project(mha: MultiHeadAttention, x):
-    """Queries, keys and values of ``x (T, d_model)``, each ``(T, heads, ·)``, as the layer computes them."""
-    q = jnp.einsum("td,dhk->thk", x, mha.w_q) + mha.b_q
-    k = jnp.einsum("sd,dhk->shk", x, mha.w_k) + mha.b_k
-    v = jnp.einsum("sd,dhv->shv", x, mha.w_v) + mha.b_v
-    return q, k, v
-
-
 def init_cache(model: EncoderDecoder, length: int) -> tuple:
     """The preallocated decoding state of every decoder block, for ``length`` generated tokens.
 
@@ -353,11 +244,13 @@ def init_cache(model: EncoderDecoder, length: int) -> tuple:
     until step ``t`` writes row ``t``. AFT-simple: the running maximum, numerator and denominator of its
     causal sum, three ``(d_model,)`` vectors whatever the length.
     """
+    if not isinstance(model, EncoderDecoder):
+        raise TypeError(f"model must be an EncoderDecoder, got {type(model).__name__}")
     length = _checks.positive_int("length", length)
     cache = []
     for block in model.decoder.blocks:
         mixer = block.mixer
-        if isinstance(mixer, SelfAttention):
+        if isinstance(mixer, MultiHeadSelfAttention):
             mha = mixer.attention
             cache.append((jnp.zeros((length, mha.num_heads, mha.key_dim)),
                           jnp.zeros((length, mha.num_heads, mha.value_dim))))
@@ -377,25 +270,25 @@ def cache_bytes(model: EncoderDecoder, length: int) -> int:
 
 def _mixer_step(mixer, x, state, t):
     """The mixer's output for the one new row ``x (1, d_model)`` at position ``t``, and the updated state."""
-    if isinstance(mixer, SelfAttention):
+    if isinstance(mixer, MultiHeadSelfAttention):
         mha = mixer.attention
         k_cache, v_cache = state
-        q, k, v = _project(mha, x)
+        q, k, v = mha.project(x, x, x)
         k_cache = jax.lax.dynamic_update_slice(k_cache, k, (t, 0, 0))  # write row t, in place under jit
         v_cache = jax.lax.dynamic_update_slice(v_cache, v, (t, 0, 0))
         visible = (jnp.arange(k_cache.shape[0]) <= t)[None]  # (1, length): the rows written so far
-        return _attend(mha, q, k_cache, v_cache, visible), (k_cache, v_cache)
+        return mha.attend(q, k_cache, v_cache, visible)[0], (k_cache, v_cache)
     # AFT-simple, causal: sigmoid(q_t) * sum_{t'<=t} exp(k_t') v_t' / sum_{t'<=t} exp(k_t'), kept as a
-    # running maximum m and sums rescaled to it (the recurrence of aft._running_sums), per channel.
+    # running maximum m and sums rescaled to it (attention.merge_softmax_sums), per channel.
     m, num, den = state
     q, k, v = mixer.query(x)[0], mixer.key_proj(x)[0], mixer.value(x)[0]
-    top = jnp.maximum(m, k)
-    old, new = jnp.exp(m - top), jnp.exp(k - top)
-    num, den = num * old + v * new, den * old + new
+    top, den, num = merge_softmax_sums((m, den, num), (k, jnp.ones_like(k), v))
     return mixer.out((jax.nn.sigmoid(q) * num / den)[None]), (top, num, den)
 
 
-def greedy_decode_cached(model: EncoderDecoder, source, length: int, start: int):
+@_checks.shaped
+def greedy_decode_cached(model: EncoderDecoder, source: Int[Array, " S"], length: int, start: int
+                         ) -> tuple[Int[Array, " length"], Float[Array, "length vocab"]]:
     """Greedy decoding with a key/value cache: each step computes only the new token's row.
 
     Same arguments and results as :func:`greedy_decode` (equal tokens, logits equal to float32
@@ -413,7 +306,7 @@ def greedy_decode_cached(model: EncoderDecoder, source, length: int, start: int)
 def _greedy_cached(model, source, length, start):
     memory = model.encode(source)
     blocks = model.decoder.blocks
-    cross_kv = [_project(b.cross, memory)[1:] for b in blocks]  # projected once, read at every step
+    cross_kv = [b.cross.project(memory, memory, memory)[1:] for b in blocks]  # projected once, read at every step
     positions = sinusoidal_encoding(length, model.decoder.embedding.shape[1])
 
     def step(carry, t):
@@ -430,8 +323,8 @@ def _greedy_cached(model, source, length, start):
 
             x = block._sublayer(next(norms), mix, x)
             new_cache.append(out["state"])
-            cross = lambda h, block=block, k_mem=k_mem, v_mem=v_mem: _attend(
-                block.cross, _project(block.cross, h)[0], k_mem, v_mem)
+            cross = lambda h, block=block, k_mem=k_mem, v_mem=v_mem: block.cross.attend(
+                block.cross.project(h, h, h)[0], k_mem, v_mem)[0]
             x = block._sublayer(next(norms), cross, x)
             if block.feed_forward is not None:
                 x = block._sublayer(next(norms), block.feed_forward, x)
@@ -479,16 +372,16 @@ def reversal_data(num: int, length: int, rng: np.random.Generator, *, exclude=No
     return sources, targets_in, targets
 
 
-def exact_match(model: EncoderDecoder, sources, targets) -> float:
+@_checks.shaped
+def exact_match(model: EncoderDecoder, sources: Int[Array, "N S"], targets: Int[Array, "N T"]) -> float:
     """Fraction of ``sources (N, S)`` whose greedy decoding equals ``targets (N, T)`` in every token.
 
     Decodes with the cache when the mixer allows it (:data:`CACHED_MIXERS`), otherwise by recomputing.
     """
-    _checks.ndim("sources", sources, 2, "(N, S)")
-    _checks.ndim("targets", targets, 2, "(N, T)")
-    if len(sources) != len(targets):
-        raise ValueError(f"sources and targets must have the same N, got {len(sources)} and {len(targets)}")
-    cached = isinstance(model.decoder.blocks[0].mixer, (SelfAttention, AFTSimple))
+    if not isinstance(model, EncoderDecoder):
+        raise TypeError(f"model must be an EncoderDecoder, got {type(model).__name__}")
+    sources = _checks.integers_in_range("sources", sources, 0, model.vocab_size)
+    cached = isinstance(model.decoder.blocks[0].mixer, (MultiHeadSelfAttention, AFTSimple))
     decoded = _decode_batch(model, jnp.asarray(sources), np.shape(targets)[1], cached)
     return float(np.mean(np.all(np.asarray(decoded) == np.asarray(targets), axis=1)))
 
@@ -500,7 +393,7 @@ def _decode_batch(model, sources, length, cached):
 
 
 __all__ = [
-    "MIXERS", "CACHED_MIXERS", "FeedForward", "SelfAttention", "make_mixer", "Block", "Stack", "EncoderDecoder",
+    "MIXERS", "CACHED_MIXERS", "make_mixer", "Block", "Stack", "EncoderDecoder",
     "sequence_loss", "greedy_decode", "greedy_decode_cached", "init_cache", "cache_bytes", "DIGITS", "START",
     "reversal_data", "exact_match",
 ]

@@ -7,7 +7,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from attnbook import transformer as tf
+from attnbook import nn
+from attnbook import transformer
 from attnbook.exercises._core import Exercise, normal, register
 from attnbook.masking import causal_mask
 
@@ -17,7 +18,7 @@ def pre_ln_feed_forward(x, gamma, beta, w1, b1, w2, b2):
     d, hidden = w1.shape
     norm = eqx.nn.LayerNorm(d)
     norm = eqx.tree_at(lambda n: (n.weight, n.bias), norm, (gamma, beta))
-    ff = tf.FeedForward(d, hidden, key=jax.random.key(0))
+    ff = nn.FeedForward(d, hidden, key=jax.random.key(0))
     ff = eqx.tree_at(lambda f: (f.hidden.weight, f.hidden.bias, f.project.weight, f.project.bias), ff,
                      (w1, b1, w2, b2))
     return x + ff(jax.vmap(norm)(x))
@@ -37,10 +38,10 @@ def _ffn_inputs(rng, T=3, d=4, hidden=6, flat_rows=False):
 
 @functools.lru_cache(maxsize=None)  # the starter and the solution check the same inputs
 def parameter_count(vocab_size, d_model, depth):
-    """Parameters of tf.EncoderDecoder (pre-LN, feed-forward width 4 d_model), as count_parameters counts
+    """Parameters of transformer.EncoderDecoder (pre-LN, feed-forward width 4 d_model), as count_parameters counts
     them, on the model's shapes only (eval_shape: nothing is drawn or compiled)."""
     shapes = eqx.filter_eval_shape(
-        lambda: tf.EncoderDecoder(vocab_size, d_model=d_model, depth=depth, heads=1, key=jax.random.key(0)))
+        lambda: transformer.EncoderDecoder(vocab_size, d_model=d_model, depth=depth, heads=1, key=jax.random.key(0)))
     return int(sum(np.prod(leaf.shape) for leaf in jax.tree.leaves(shapes)
                    if jnp.issubdtype(leaf.dtype, jnp.inexact)))
 

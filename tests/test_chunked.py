@@ -236,7 +236,7 @@ def test_checkpoint_is_what_keeps_the_backward_pass_small(monkeypatch):
     with_checkpoint = cost.temporary_bytes(forward_backward(chunked), *specs(8192))
     monkeypatch.setattr(jax, "checkpoint", lambda f, **options: f)
     unjitted = attention._chunked_attention.__wrapped__  # the jit cache would return the checkpointed trace
-    without = cost.temporary_bytes(forward_backward(lambda q, k, v: unjitted(q, k, v, None, **CHUNKS, causal=False)),
+    without = cost.temporary_bytes(forward_backward(lambda q, k, v: unjitted(q, k, v, None, 1.0, **CHUNKS, causal=False)),
                                    *specs(8192))
     assert without >= 8192**2 * 4 > 10 * with_checkpoint, (without, with_checkpoint)
 

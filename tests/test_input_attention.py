@@ -281,18 +281,15 @@ def test_lists_are_arrays():
 
 
 @pytest.mark.parametrize("name", list(ATTENTIONS))
-def test_scores_that_would_overflow_are_an_error(name):
-    """q and k of 1e30: the scores overflow float32 (inf - inf = NaN); an error names q and k, also under jit."""
+@pytest.mark.parametrize("size", [1e15, 1e30])
+def test_scores_that_would_overflow_give_the_argmax(name, size):
+    """q and k of 1e30: unscaled, the scores overflow float32 (inf - inf = NaN). The exact softmax of such scores
+    is the row's argmax, one-hot: that is what comes out, eagerly and under jit, never NaN."""
     q, k, v = qkv()
     attend = ATTENTIONS[name]
-    with pytest.raises(ValueError, match=r"^q and k must be small enough.*float32.*max\|q\| = 1.3e\+30, max\|k\| = 2.33e\+30, d = 4$"):
-        attend(q * 1e30, k * 1e30, v)
-    with pytest.raises(Exception, match="q and k must be small enough"):
-        jax.block_until_ready(eqx.filter_jit(attend)(q * 1e30, k * 1e30, v))
-    # Large but representable scores are computed: the softmax is the row's argmax, one-hot.
-    out = attend(q * 1e15, k * 1e15, v)
-    best = np.argmax(np.asarray(q) @ np.asarray(k).T, axis=1)
-    np.testing.assert_allclose(out, np.asarray(v)[best], rtol=1e-6)
-    # What no query may see is left out: huge padding is not an error.
+    best = np.argmax(np.asarray(q, np.float64) @ np.asarray(k, np.float64).T, axis=1)  # a float64 reference
+    for f in (attend, eqx.filter_jit(attend)):
+        np.testing.assert_allclose(f(q * size, k * size, v), np.asarray(v)[best], rtol=1e-6)
+    # What no query may see is left out of the scaling: a huge hidden key changes nothing.
     mask = jnp.ones((3, 5), bool).at[:, 4].set(False)
-    np.testing.assert_allclose(attend(q, k.at[4].set(1e30), v, mask), attend(q, k, v, mask), rtol=1e-6)
+    np.testing.assert_array_equal(attend(q, k.at[4].set(1e30), v, mask), attend(q, k, v, mask))

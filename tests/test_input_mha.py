@@ -165,12 +165,11 @@ def test_fully_masked_rows_in_low_precision_inputs():
         np.testing.assert_allclose(out, layer(x.astype(jnp.float32), x.astype(jnp.float32), x.astype(jnp.float32), mask)[0])
 
 
-def test_scores_that_would_overflow_are_an_error():
-    """Inputs of 1e30 give projected queries and keys whose scores overflow float32: an error, not NaN."""
+def test_scores_that_would_overflow_give_the_argmax():
+    """Inputs of 1e30 give projected queries and keys whose scores overflow float32 unscaled: one-hot weights, no NaN."""
     layer, x = make_layer(0), tokens(0)
-    with pytest.raises(ValueError, match="^q and k must be small enough for every score"):
-        layer(x * 1e30, x * 1e30, x)
-    with pytest.raises(Exception, match="q and k must be small enough"):
-        jax.block_until_ready(eqx.filter_jit(lambda x: layer(x, x, x))(x * 1e30))
-    out, weights = layer(x * 1e12, x * 1e12, x)  # large, representable: one-hot weights, no NaN
-    assert np.all(np.isfinite(out)) and np.allclose(np.max(weights, axis=-1), 1.0)
+    for f in (layer, eqx.filter_jit(layer)):
+        out, weights = f(x * 1e30, x * 1e30, x)
+        assert np.all(np.isfinite(out)) and np.all(np.isfinite(weights))
+        np.testing.assert_allclose(np.max(weights, axis=-1), 1.0)
+        np.testing.assert_allclose(np.sum(weights, axis=-1), 1.0)

@@ -42,14 +42,12 @@ Errors:
 - ``ValueError``: wrong number of axes or an axis that disagrees with another argument; a size, rate or
   probability out of its range (non-positive sizes, chunk or batch sizes larger than the data where
   they must fit, NaN or infinite learning rates, ``noise`` that would make a probability negative);
-  token ids, labels and lengths outside their range (``-1`` is never read as "the last class"); queries and
-  keys so large that a score ``q . k / sqrt(d)`` could overflow (``max|q| * max|k| * sqrt(d)`` at least the
-  dtype's largest number: the softmax would be NaN), in every attention of the book.
+  token ids, labels and lengths outside their range (``-1`` is never read as "the last class").
 - Value checks on arrays also hold under ``jax.jit`` and ``jax.vmap``: there they are compiled into the
   program with ``equinox.error_if`` and stop it with the same message (``EquinoxRuntimeError``; under
   plain ``jax.jit`` a ``JaxRuntimeError`` that carries it at its end; in a notebook set up with
   ``plotting.setup`` the message is printed first). Their cost is one comparison and reduction over the
-  checked array (token ids, lengths, queries and keys), never over the attention matrix.
+  checked array (token ids, lengths), never over the attention matrix.
 
 Defined edge cases, with their result:
 
@@ -63,6 +61,9 @@ Defined edge cases, with their result:
 - **Low precision**: float16 and bfloat16 inputs are computed without overflow where float32 would not
   overflow: queries are scaled by ``1/sqrt(d)`` before the product, softmax shifts by the row maximum.
   Outputs keep the input dtype; their error is that of the dtype.
+- **Huge queries and keys**: when a score ``q . k / sqrt(d)`` could overflow, every attention of the book
+  scales ``q`` and ``k`` down by powers of two first, so the weights are the row's argmax, one-hot (shared
+  among exact ties), as the exact softmax's are; never NaN.
 - **NaN or inf in a visible input** propagates, visibly, to exactly the outputs that see it (and only to
   them): a NaN in key ``j`` makes NaN the rows of the queries that may attend to ``j``.
 """

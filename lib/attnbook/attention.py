@@ -17,8 +17,8 @@ Bad and extreme input (the contract of :mod:`attnbook`):
 - float16/bfloat16 inputs are computed in float32 (queries scaled by ``1/sqrt(d)`` before the
   product, softmax shifted by the row maximum) and the results cast back to the input dtype.
 - ``T = 0``: no queries gives empty results; no keys gives zero rows.
-- Queries and keys so large that a score could overflow the dtype are an error naming ``q`` and ``k``
-  (:func:`check_score_range`), not a NaN softmax.
+- Queries and keys so large that a score could overflow the dtype are scaled down first
+  (:func:`score_factor`): the weights are then the row's argmax, one-hot, as the exact softmax is.
 """
 
 from __future__ import annotations
@@ -122,33 +122,25 @@ def _weighted_values(weights: Float[Array, "Tq Tk"], v: Float[Array, "Tk dv"],
     return jax.lax.cond(jnp.all(finite), lambda out: out, spread, out)
 
 
-def check_score_range(q: Float[Array, "*Tq d"], k: Float[Array, "*Tk d"]) -> Float[Array, "*Tq d"]:
-    """``q``, after rejecting ``q`` and ``k`` whose scores ``q . k / sqrt(d)`` could overflow their dtype.
+def score_factor(q: Float[Array, "*Tq d"], k: Float[Array, "*Tk d"]) -> Float[Array, ""]:
+    """The power of two to multiply ``q`` by so that no score ``q . k / sqrt(d)`` can overflow: 1 almost always.
 
     A score is at most ``max|q| * max|k| * sqrt(d)`` (Cauchy-Schwarz, with ``sqrt(d)`` of the ``1/sqrt(d)``
-    left over); when that bound reaches the largest float, scores can be ``inf`` or ``inf - inf = NaN``
-    and the softmax would return NaN without a word. Compared in logs, so the bound itself never
-    overflows. ``max|x|`` is taken as ``max(max x, -min x)``: two reductions that read ``x`` in place,
-    where ``max(abs(x))`` would give chunked attention a temporary copy of its ``T x d`` inputs. A
-    non-finite extreme (a visible NaN or inf, which has its own stated result) counts as 0; hidden
-    entries were replaced by 0 before. Returns ``q`` (use it: under ``jit`` the check rides on it, as a
-    factor 1 that carries ``equinox.error_if``, so no copy of ``q`` is made).
+    left over). When that bound passes ``2**100`` (about ``1e30``), the factor (exact, a power of two) brings
+    it below: unscaled, scores could be ``inf`` or ``inf - inf = NaN`` and the softmax NaN. The softmax of
+    such scores is, in float32 as in exact arithmetic, the row's argmax (one-hot, or shared among exact ties):
+    two distinct scores above ``1e30`` differ by at least their spacing, about ``1e23``, far above the 104 at
+    which ``exp`` underflows, so the scaled scores give the same weights. ``max|x|`` is ``max(max x, -min x)``:
+    two reductions that read ``x`` in place, and the factor is folded into the existing scaling of the
+    queries, so no ``T x d`` buffer is added (which matters to chunked attention). A non-finite extreme (a
+    visible NaN or inf, which has its own stated result) counts as 1; hidden entries are replaced by 0 first.
     """
-    def log_top(x):
+    def log2_top(x):
         top = jnp.maximum(jnp.max(x, initial=0.0), -jnp.min(x, initial=0.0))
-        return jnp.log(jnp.where(jnp.isfinite(top), top, 0.0))
+        return jnp.log2(jnp.where(jnp.isfinite(top) & (top > 0), top, 1.0))
 
-    d = q.shape[-1]
-    limit = float(jnp.finfo(q.dtype).max)
-    bad = log_top(q) + log_top(k) + 0.5 * math.log(max(d, 1)) >= math.log(limit)
-    message = (f"q and k must be small enough for every score q.k/sqrt(d) to fit in {jnp.dtype(q.dtype).name} "
-               f"(max|q| * max|k| * sqrt(d) < {limit:.3g}); scale them down")
-    if _checks.is_concrete(bad):
-        if bool(bad):
-            top = lambda x: float(jnp.max(jnp.where(jnp.isfinite(x), jnp.abs(x), 0.0), initial=0.0))
-            raise ValueError(f"{message}: got max|q| = {top(q):.3g}, max|k| = {top(k):.3g}, d = {d}")
-        return q
-    return q * eqx.error_if(jnp.ones((), q.dtype), bad, message)
+    excess = log2_top(q) + log2_top(k) + 0.5 * math.log2(max(q.shape[-1], 1)) - 100.0  # log2(bound / 2**100)
+    return jnp.exp2(-jnp.ceil(jnp.maximum(excess, 0.0))).astype(q.dtype)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -246,8 +238,7 @@ def scaled_dot_product_attention(
         q = jnp.where(jnp.any(allowed, axis=1)[:, None], q, 0.0)  # queries that see nothing
         seen = jnp.any(allowed, axis=0)[:, None]  # keys some query sees
         k, v = jnp.where(seen, k, 0.0), jnp.where(seen, v, 0.0)
-    q = check_score_range(q, k)
-    scores = _scaled(q) @ k.T
+    scores = (_scaled(q) * score_factor(q, k)) @ k.T
     if bias is not None:
         scores = scores + bias
     weights = _softmax(scores, allowed)
@@ -411,21 +402,22 @@ def chunked_attention(
     compute = _compute_dtype(dtype)
     q, k, v = (a.astype(compute) for a in (q, k, v))
     if mask is not None:  # what no query may see is left out of the bound, as in scaled_dot_product_attention
-        q = check_score_range(jnp.where(jnp.any(mask, axis=1)[:, None], q, 0.0), jnp.where(jnp.any(mask, axis=0)[:, None], k, 0.0))
+        factor = score_factor(jnp.where(jnp.any(mask, axis=1)[:, None], q, 0.0),
+                              jnp.where(jnp.any(mask, axis=0)[:, None], k, 0.0))
     else:
-        q = check_score_range(q, k)
-    out = _chunked_attention(q, k, v, mask, query_chunk=min(query_chunk, tq), key_chunk=min(key_chunk, tk),
+        factor = score_factor(q, k)
+    out = _chunked_attention(q, k, v, mask, factor, query_chunk=min(query_chunk, tq), key_chunk=min(key_chunk, tk),
                              causal=causal)
     return out.astype(dtype)
 
 
 @functools.partial(jax.jit, static_argnames=("query_chunk", "key_chunk", "causal"))
-def _chunked_attention(q, k, v, mask, *, query_chunk: int, key_chunk: int, causal: bool):
+def _chunked_attention(q, k, v, mask, factor, *, query_chunk: int, key_chunk: int, causal: bool):
     """The computation of :func:`chunked_attention`, on checked arguments with chunks of at most ``T``."""
     (tq, d), (tk, dv) = q.shape, v.shape
     n_q, n_k = math.ceil(tq / query_chunk), math.ceil(tk / key_chunk)
     pad_q, pad_k = n_q * query_chunk - tq, n_k * key_chunk - tk
-    q = _scaled(q)  # scale once, (Tq, d), not the scores
+    q = _scaled(q) * factor  # scale once, (Tq, d), not the scores; factor: 1 unless scores could overflow
     q_chunks = jnp.pad(q, ((0, pad_q), (0, 0))).reshape(n_q, query_chunk, d)
     k_chunks = jnp.pad(k, ((0, pad_k), (0, 0))).reshape(n_k, key_chunk, d)
     v_chunks = jnp.pad(v, ((0, pad_k), (0, 0))).reshape(n_k, key_chunk, dv)

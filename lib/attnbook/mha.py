@@ -31,7 +31,7 @@ import numpy as np
 from jaxtyping import Array, Bool, Float
 
 from . import _checks, masking, nn
-from .attention import check_score_range, masked_softmax, scaled_dot_product_attention
+from .attention import masked_softmax, scaled_dot_product_attention, score_factor
 
 
 # Below this many score terms (Tq * Tk * key_dim) a head's products are written as broadcast-and-sum, which XLA
@@ -226,7 +226,7 @@ class MultiHeadAttention(eqx.Module):
         # The two products inside attention are written as broadcast-and-sum; they are the einsums
         # "thk,shk->hts" and "hts,shv->thv". XLA on a CPU runs these tiny per-head matrix products
         # (5 x 7 by 7 x 5) about twice as slowly as the fused elementwise form, gradient included.
-        q = check_score_range(q, k)
+        q = q * score_factor(q, k)
         scale = jnp.sqrt(jnp.asarray(self.key_dim, dtype=q.dtype))
         scores = jnp.sum(q[:, None] * k, axis=-1) / scale  # (Tq, Tk, heads): q_t . k_s per head
         weights = masked_softmax(jnp.transpose(scores, (2, 0, 1)), mask, bias)  # (heads, Tq, Tk), softmax over keys

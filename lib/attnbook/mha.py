@@ -197,30 +197,29 @@ class MultiHeadAttention(eqx.Module):
             raise ValueError(f"v must have one row per key, Tk={tk}, got shape {tuple(v.shape)}")
         mask, bias, visible = self._visible(mask, bias, tq, tk)
         if tq * tk * self.key_dim <= _SMALL:
-            return self._attend_small(q, k, v, mask, bias, visible)
-        # Chapter 2's attention once per head (vmap over the head axis): its matrix products scale to long
-        # sequences, and it keeps the same contract (hidden keys and values may hold anything, rows that
-        # see nothing are zero, scores that would overflow are an error).
-        axes = (1, 1, 1, None if mask is None else 0, None if bias is None else 0)
-        out_heads, weights = jax.vmap(scaled_dot_product_attention, in_axes=axes)(q, k, v, mask, bias)
-        # out_heads (heads, Tq, value_dim), weights (heads, Tq, Tk)
-        out = jnp.einsum("htv,hvo->to", out_heads, self.w_o) + self.b_o  # the sum over heads
+            context, weights = self._heads_small(q, k, v, mask, bias, visible)
+        else:
+            # Chapter 2's attention once per head (vmap over the head axis): its matrix products scale to long
+            # sequences, and it keeps the same contract (hidden keys and values may hold anything, rows that
+            # see nothing are zero, scores that could overflow are scaled first).
+            axes = (1, 1, 1, None if mask is None else 0, None if bias is None else 0)
+            context, weights = jax.vmap(scaled_dot_product_attention, in_axes=axes, out_axes=(1, 0))(q, k, v, mask, bias)
+        out = jnp.einsum("thv,hvo->to", context, self.w_o) + self.b_o  # the sum over heads
         if visible is not None:
             out = jnp.where(jnp.any(visible, axis=(0, 2))[:, None], out, 0.0)
         elif tk == 0:  # no key at all: every query sees nothing
             out = jnp.zeros_like(out)
         return out, weights
 
-    def _attend_small(self, q, k, v, mask, bias, visible):
-        """:meth:`attend` for tiny sequences (chapter 4's 5 x 7): the products as broadcast-and-sum."""
-        tk = k.shape[0]
+    def _heads_small(self, q, k, v, mask, bias, visible):
+        """Every head's ``(context (Tq, heads, value_dim), weights (heads, Tq, Tk))`` for tiny sequences
+        (chapter 4's 5 x 7), with the products as broadcast-and-sum."""
         k, v = k[None], v[None]  # (1, Tk, heads, features), broadcast against the queries
         if visible is not None:
             # Per (query, key, head): what the query may not see is 0, not merely weighted by 0, so a
             # NaN there stays out of the scores, the weighted sum and their gradients (0 * NaN = NaN).
             # For valid inputs nothing changes: those entries were multiplied by a zero weight.
-            query_sees = jnp.any(visible, axis=(0, 2))  # (Tq,)
-            q = jnp.where(query_sees[:, None, None], q, 0)
+            q = jnp.where(jnp.any(visible, axis=(0, 2))[:, None, None], q, 0)
             hidden = jnp.transpose(visible, (1, 2, 0))[..., None]  # (Tq, Tk, heads, 1)
             k, v = jnp.where(hidden, k, 0), jnp.where(hidden, v, 0)
         # The two products inside attention are written as broadcast-and-sum; they are the einsums
@@ -231,12 +230,7 @@ class MultiHeadAttention(eqx.Module):
         scores = jnp.sum(q[:, None] * k, axis=-1) / scale  # (Tq, Tk, heads): q_t . k_s per head
         weights = masked_softmax(jnp.transpose(scores, (2, 0, 1)), mask, bias)  # (heads, Tq, Tk), softmax over keys
         context = jnp.sum(jnp.transpose(weights, (1, 2, 0))[..., None] * v, axis=1)  # (Tq, heads, value_dim)
-        out = jnp.einsum("thv,hvo->to", context, self.w_o) + self.b_o  # the sum over heads
-        if visible is not None:
-            out = jnp.where(query_sees[:, None], out, 0.0)
-        elif tk == 0:  # no key at all: every query sees nothing
-            out = jnp.zeros_like(out)
-        return out, weights
+        return context, weights
 
     @_checks.shaped
     def __call__(

@@ -40,7 +40,7 @@ import optax
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
 from attention_cost import machine  # noqa: E402  (the same description of the machine as chapter 6's benchmark)
 
-from attnbook import train, transformer as tf  # noqa: E402
+from attnbook import train, transformer  # noqa: E402
 from attnbook.nn import count_parameters  # noqa: E402
 
 SETTINGS = dict(length=8, train_size=20000, test_size=1000, data_seed=0, d_model=32, heads=4, depth=2,
@@ -65,8 +65,8 @@ for lr in (2e-2, 3e-2):
 
 def data():
     rng = np.random.default_rng(SETTINGS["data_seed"])
-    train_set = tf.reversal_data(SETTINGS["train_size"], SETTINGS["length"], rng)
-    test_set = tf.reversal_data(SETTINGS["test_size"], SETTINGS["length"], rng, exclude=train_set[0])
+    train_set = transformer.reversal_data(SETTINGS["train_size"], SETTINGS["length"], rng)
+    test_set = transformer.reversal_data(SETTINGS["test_size"], SETTINGS["length"], rng, exclude=train_set[0])
     return train_set, test_set
 
 
@@ -78,13 +78,13 @@ def optimizer(lr: float, warmup: int) -> optax.GradientTransformation:
 def run(options: dict, lr: float, warmup: int, seed: int, train_set, test_set) -> dict:
     options = dict(options)
     depth = options.pop("depth", SETTINGS["depth"])
-    model = tf.EncoderDecoder(tf.DIGITS + 1, d_model=SETTINGS["d_model"], depth=depth, heads=SETTINGS["heads"],
+    model = transformer.EncoderDecoder(transformer.DIGITS + 1, d_model=SETTINGS["d_model"], depth=depth, heads=SETTINGS["heads"],
                               key=jax.random.key(seed), **options)
-    model, history = train.fit(model, tf.sequence_loss, train_set, optimizer=optimizer(lr, warmup),
+    model, history = train.fit(model, transformer.sequence_loss, train_set, optimizer=optimizer(lr, warmup),
                                steps=SETTINGS["steps"], batch_size=SETTINGS["batch_size"],
                                key=jax.random.key(1000 + seed))
     loss = float(np.mean(history.train_loss[-50:]))
-    accuracy = tf.exact_match(model, test_set[0], test_set[2]) if np.isfinite(loss) else 0.0
+    accuracy = transformer.exact_match(model, test_set[0], test_set[2]) if np.isfinite(loss) else 0.0
     return dict(final_loss=round(loss, 5), exact_match=round(accuracy, 4),
                 parameters=count_parameters(model))
 

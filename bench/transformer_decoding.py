@@ -31,7 +31,7 @@ import numpy as np
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
 from attention_cost import machine  # noqa: E402
 
-from attnbook import transformer as tf  # noqa: E402
+from attnbook import transformer  # noqa: E402
 
 SETTINGS = dict(d_model=32, heads=4, depth=2, source_length=8, repeats=7,
                 lengths=[16, 32, 64, 128, 256, 512, 1024], recompute_max_length=256)
@@ -54,22 +54,22 @@ def seconds(fn) -> float:
 def main() -> None:
     out = pathlib.Path(__file__).parent / "results" / "transformer_decoding.csv"
     start, load_before = time.time(), os.getloadavg()[0]
-    source = np.random.default_rng(0).integers(0, tf.DIGITS, SETTINGS["source_length"]).astype(np.int32)
-    models = {name: tf.EncoderDecoder(tf.DIGITS + 1, d_model=SETTINGS["d_model"], depth=SETTINGS["depth"],
+    source = np.random.default_rng(0).integers(0, transformer.DIGITS, SETTINGS["source_length"]).astype(np.int32)
+    models = {name: transformer.EncoderDecoder(transformer.DIGITS + 1, d_model=SETTINGS["d_model"], depth=SETTINGS["depth"],
                                       heads=SETTINGS["heads"], key=jax.random.key(0), mixer=mixer)
               for name, mixer in [("attention", "attention"), ("aft-simple", "aft-simple")]}
     methods = {
-        "recompute": (models["attention"], tf.greedy_decode),
-        "kv-cache": (models["attention"], tf.greedy_decode_cached),
-        "aft-simple": (models["aft-simple"], tf.greedy_decode_cached),
+        "recompute": (models["attention"], transformer.greedy_decode),
+        "kv-cache": (models["attention"], transformer.greedy_decode_cached),
+        "aft-simple": (models["aft-simple"], transformer.greedy_decode_cached),
     }
     rows = []
     for length in SETTINGS["lengths"]:
         for name, (model, decode) in methods.items():
             if name == "recompute" and length > SETTINGS["recompute_max_length"]:
                 continue
-            total = seconds(lambda: decode(model, source, length, tf.START))
-            state = tf.cache_bytes(model, length) if name != "recompute" else 0
+            total = seconds(lambda: decode(model, source, length, transformer.START))
+            state = transformer.cache_bytes(model, length) if name != "recompute" else 0
             rows.append(dict(method=name, length=length, seconds=round(total, 6),
                              ms_per_token=round(1e3 * total / length, 4), state_bytes=state,
                              load_average=round(os.getloadavg()[0], 2)))

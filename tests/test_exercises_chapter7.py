@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from attnbook import exercises
-from attnbook import transformer as tf
+from attnbook import transformer
 from attnbook.nn import count_parameters
 from attnbook.exercises import chapter7
 from attnbook.masking import causal_mask, padding_mask
@@ -46,7 +46,7 @@ def test_wrong_answers_are_rejected():
 
 def test_parameter_count_counts_built_models():
     for sizes in [(11, 32, 2), (11, 32, 1), (5, 6, 3)]:
-        model = tf.EncoderDecoder(sizes[0], d_model=sizes[1], depth=sizes[2], heads=2, key=jax.random.key(1))
+        model = transformer.EncoderDecoder(sizes[0], d_model=sizes[1], depth=sizes[2], heads=2, key=jax.random.key(1))
         assert chapter7.parameter_count(*sizes) == count_parameters(model)
     assert chapter7.parameter_count(11, 32, 2) == 60587  # the chapter's model
 

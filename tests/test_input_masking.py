@@ -85,7 +85,6 @@ def test_empty_batch_and_empty_sequences():
 
 def test_under_plain_jit_the_message_can_be_found_and_comes_first_in_a_notebook():
     """jax.jit buries a value check's message at the end of a long JaxRuntimeError; in a notebook it comes first."""
-    import nbformat
     from nbclient import NotebookClient
     from nbformat.v4 import new_code_cell, new_notebook
 

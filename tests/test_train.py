@@ -116,14 +116,21 @@ def test_eval_every_records_the_same_losses_less_often():
                   batch_size=50, key=jax.random.key(1), eval_every=7)
 
 
-def test_minibatch_shuffles_compiled_without_backend_optimisations_are_the_same():
-    """train._minibatch_indices turns XLA's backend optimisations off to compile faster: same indices."""
-    from attnbook import train as train_module
+def test_minibatch_indices_match_a_plain_reference():
+    """An eager reference written for the test: one key per epoch, a permutation, cut into batches.
 
-    default = jax.jit(train_module._minibatch_indices.__wrapped__, static_argnums=(1, 2, 3))
-    for n in (7, 1000, 1201):
+    train.minibatch_indices is compiled without XLA's backend optimisations (to compile faster);
+    the indices must be exactly the eager ones.
+    """
+    for n, batch, steps in ((7, 5, 300), (1000, 5, 300), (1201, 5, 300), (250, 100, 5)):
         key = jax.random.key(n)
-        np.testing.assert_array_equal(train_module._minibatch_indices(key, n, 5, 300), default(key, n, 5, 300))
+        per_epoch = n // batch
+        epochs = -(-steps // per_epoch)
+        rows = []
+        for epoch_key in jax.random.split(key, epochs):
+            perm = np.asarray(jax.random.permutation(epoch_key, n))
+            rows += [perm[i * batch:(i + 1) * batch] for i in range(per_epoch)]
+        np.testing.assert_array_equal(train.minibatch_indices(key, n, batch, steps), np.stack(rows[:steps]))
 
 
 def test_cross_entropy_against_numpy_log_softmax():

@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from attnbook import transformer as tf
+from attnbook import lm, transformer
 
 VOCAB, D_MODEL, HEADS = 11, 16, 4
 
@@ -21,7 +21,7 @@ def randomised(model, seed, scale=0.3):
 
 
 def make(seed=0, **options):
-    model = tf.EncoderDecoder(VOCAB, d_model=D_MODEL, depth=2, heads=HEADS, key=jax.random.key(seed), **options)
+    model = transformer.EncoderDecoder(VOCAB, d_model=D_MODEL, depth=2, heads=HEADS, key=jax.random.key(seed), **options)
     return randomised(model, seed)
 
 
@@ -33,8 +33,8 @@ def tokens(seed, length):
 def test_cached_decoding_equals_recomputing(options):
     model = make(1, **options)
     source = tokens(2, 7)
-    slow_tokens, slow_logits = tf.greedy_decode(model, source, 9, VOCAB - 1)
-    fast_tokens, fast_logits = tf.greedy_decode_cached(model, source, 9, VOCAB - 1)
+    slow_tokens, slow_logits = transformer.greedy_decode(model, source, 9, VOCAB - 1)
+    fast_tokens, fast_logits = transformer.greedy_decode_cached(model, source, 9, VOCAB - 1)
     np.testing.assert_array_equal(np.asarray(fast_tokens), np.asarray(slow_tokens))
     np.testing.assert_allclose(np.asarray(fast_logits), np.asarray(slow_logits), atol=1e-4, rtol=1e-4)
     # and both agree with one teacher-forced pass over the tokens they produced
@@ -45,9 +45,9 @@ def test_cached_decoding_equals_recomputing(options):
 def test_cache_size():
     attention, simple = make(0), make(0, mixer="aft-simple")
     # two blocks, keys and values of 4 heads x 4 features per token, float32
-    assert tf.cache_bytes(attention, 100) == 2 * 2 * 100 * D_MODEL * 4
-    assert tf.cache_bytes(attention, 200) == 2 * tf.cache_bytes(attention, 100)
-    assert tf.cache_bytes(simple, 100) == tf.cache_bytes(simple, 10_000) == 2 * 3 * D_MODEL * 4
+    assert transformer.cache_bytes(attention, 100) == 2 * 2 * 100 * D_MODEL * 4
+    assert transformer.cache_bytes(attention, 200) == 2 * transformer.cache_bytes(attention, 100)
+    assert transformer.cache_bytes(simple, 100) == transformer.cache_bytes(simple, 10_000) == 2 * 3 * D_MODEL * 4
 
 
 @pytest.mark.parametrize("options", [{}, {"pre_norm": False}, {"mixer": "aft-conv"}, {"residual": False}])
@@ -136,7 +136,7 @@ def test_pre_norm_and_ablations_change_the_wiring():
     np.testing.assert_allclose(np.asarray(bare(x)), np.asarray(bare.mixer(jax.vmap(bare.norms[0])(x))), atol=1e-6)
 
 
-@pytest.mark.parametrize("mixer", tf.MIXERS)
+@pytest.mark.parametrize("mixer", lm.MIXERS)
 def test_every_mixer_runs(mixer):
     model = make(12, mixer=mixer, max_len=16)
     logits = model(tokens(13, 6), tokens(14, 5))
@@ -158,28 +158,28 @@ def test_bad_arguments():
     with pytest.raises(ValueError, match="memory must be given exactly when"):
         model.decoder.blocks[0](jnp.zeros((3, D_MODEL)))
     with pytest.raises(ValueError, match="kind must be one of"):
-        tf.make_mixer("rnn", D_MODEL, causal=True, key=jax.random.key(0))
+        lm.make_mixer("rnn", D_MODEL, causal=True, key=jax.random.key(0))
     with pytest.raises(ValueError, match="length"):
-        tf.greedy_decode(model, tokens(0, 4), 0, 10)
+        transformer.greedy_decode(model, tokens(0, 4), 0, 10)
     with pytest.raises(ValueError, match="start must be a token id below vocab_size=11, got 11"):
-        tf.greedy_decode_cached(model, tokens(0, 4), 3, 11)
+        transformer.greedy_decode_cached(model, tokens(0, 4), 3, 11)
     with pytest.raises(ValueError, match="cached decoding supports"):
-        tf.greedy_decode_cached(make(0, mixer="aft-conv"), tokens(0, 4), 3, 10)
+        transformer.greedy_decode_cached(make(0, mixer="aft-conv"), tokens(0, 4), 3, 10)
 
 
 def test_reversal_data():
     rng = np.random.default_rng(0)
-    train = tf.reversal_data(500, 3, rng)
-    test = tf.reversal_data(200, 3, rng, exclude=train[0])
+    train = transformer.reversal_data(500, 3, rng)
+    test = transformer.reversal_data(200, 3, rng, exclude=train[0])
     sources, targets_in, targets = test
     assert sources.shape == targets_in.shape == targets.shape == (200, 3) and sources.dtype == np.int32
     np.testing.assert_array_equal(targets, sources[:, ::-1])
-    np.testing.assert_array_equal(targets_in[:, 0], tf.START)
+    np.testing.assert_array_equal(targets_in[:, 0], transformer.START)
     np.testing.assert_array_equal(targets_in[:, 1:], targets[:, :-1])
     seen = {row.tobytes() for row in train[0]}
     assert not any(row.tobytes() in seen for row in sources)  # held out: 700 distinct strings of the 1000
     assert len({row.tobytes() for row in sources}) == 200
     with pytest.raises(TypeError, match="rng must be a NumPy random Generator"):
-        tf.reversal_data(5, 3, 0)
+        transformer.reversal_data(5, 3, 0)
     with pytest.raises(ValueError, match=r"targets must have shape \(N=5, T\), got \(4, 3\); sources has shape \(5, 3\)"):
-        tf.exact_match(make(0), sources[:5], targets[:4])
+        transformer.exact_match(make(0), sources[:5], targets[:4])

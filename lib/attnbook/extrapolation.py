@@ -32,7 +32,7 @@ import numpy as np
 import optax
 from jaxtyping import Array, Float, Int
 
-from . import _checks, masking, positional
+from . import _checks, positional
 from . import train as train_module
 from .mha import MultiHeadSelfAttention
 from .nn import Block, Dense, init, split as _keys

@@ -33,7 +33,7 @@ from jaxtyping import Array, Float, Int
 from . import _checks, train
 from . import nn
 from .aft import AFTSimple
-from .lm import MIXERS, make_mixer
+from .lm import make_mixer
 from .nn import Dense, init, split as _keys
 from .attention import merge_softmax_sums
 from .mha import MultiHeadAttention, MultiHeadSelfAttention
@@ -52,7 +52,7 @@ class Block(nn.Block):
 
     Args:
         d_model: features per token.
-        mixer: the token mixer, one of :data:`MIXERS` (:func:`attnbook.lm.make_mixer`).
+        mixer: the token mixer, one of :data:`attnbook.lm.MIXERS` (:func:`attnbook.lm.make_mixer`).
         causal: mask the mixer so that row ``t`` sees rows ``<= t`` (decoder self-attention).
         cross: add cross-attention to an encoder's output after the mixer (decoder).
         pre_norm: LayerNorm before each sub-layer (pre-LN) if True, after its residual sum (post-LN) if False.
@@ -393,7 +393,7 @@ def _decode_batch(model, sources, length, cached):
 
 
 __all__ = [
-    "MIXERS", "CACHED_MIXERS", "make_mixer", "Block", "Stack", "EncoderDecoder",
+    "CACHED_MIXERS", "Block", "Stack", "EncoderDecoder",
     "sequence_loss", "greedy_decode", "greedy_decode_cached", "init_cache", "cache_bytes", "DIGITS", "START",
     "reversal_data", "exact_match",
 ]

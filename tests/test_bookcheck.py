@@ -387,6 +387,10 @@ def test_package_names_compare_like_pip():
     ("7 italics", "これは _重要_ です。", "これは「重要」です。"),
     ("8 space after bold", "**因果マスク** は未来を隠す。", "**因果マスク**は未来を隠す。"),
     ("9 line starts with 、/。", "行列 $A$ と $B$\n、そして $C$ を掛ける。", "行列 $A$ と $B$、\nそして $C$ を掛ける。"),
+    ("10 bold that cannot close", "**うまくいきます。**5 つのモデルは学習します。", "**うまくいきます**。5 つのモデルは学習します。"),
+    ("10 bold that cannot close", "前の文です。**どこでも同じ規則です。**データは同じです。",
+     "前の文です。**どこでも同じ規則です**。データは同じです。**$L$ より先でも**同じです。"),
+    ("10 bold that cannot close", "これは**「重要」**です。", "これは「**重要**」です。"),
 ])
 def test_typography_rule(book, pair, rule, broken, correct):
     _, ja = pair

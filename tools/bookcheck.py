@@ -17,8 +17,10 @@ tools/book.py; the Colab cell's check is tools/colab_cell.py's.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
+import unicodedata
 import sys
 import tomllib
 from collections.abc import Callable, Iterator
@@ -607,6 +609,41 @@ TABLE_ROW = re.compile(r"^[ \t]*\|.*$", re.MULTILINE)
 READABLE_MARKS = {MATH: "$…$", CODE: "`…`", URL_MARK: "<url>", CITE: "@…"}
 CAPTION_OPTION = re.compile(r"^\s*#\|\s*(?:fig|tbl)-(?:cap|subcap|alt)\s*:\s?(?P<value>.*)$")
 
+def _punctuation(char: str) -> bool:
+    """CommonMark's punctuation: Unicode punctuation and symbols (「。」「、」「」」 included); the marks prose()
+    leaves for math, code, citations and URLs stand for ``$``, a backtick, ``@`` and ``<``, punctuation too."""
+    return unicodedata.category(char)[0] in "PS" or char in READABLE_MARKS
+
+
+class BoldFlanking:
+    """The ``**`` that CommonMark cannot use (rule 10): it reads ``**`` pairs left to right, and a closing
+    ``**`` right after punctuation must be followed by a space or punctuation (「…です。**次」 does not
+    close), an opening ``**`` right before punctuation must follow a space or punctuation (「文**「」 does
+    not open). Pandoc (the website) is more lenient, so the page looks right while a notebook does not.
+    Matches are the offending ``**``, with the regex match interface the other rules have."""
+
+    def finditer(self, text: str):
+        for line in re.finditer(r"[^\n]+", text):
+            for n, m in enumerate(re.finditer(r"(?<!\*)\*\*(?!\*)", line.group(0))):
+                before = line.group(0)[m.start() - 1] if m.start() else " "
+                after = line.group(0)[m.end()] if m.end() < len(line.group(0)) else " "
+                inner, outer = (before, after) if n % 2 else (after, before)  # closing: inner is before
+                if _punctuation(inner) and not (outer.isspace() or _punctuation(outer)):
+                    yield _Span(line.start() + m.start(), line.start() + m.end())
+
+
+@dataclasses.dataclass(frozen=True)
+class _Span:
+    begin: int
+    finish: int
+
+    def start(self) -> int:
+        return self.begin
+
+    def end(self) -> int:
+        return self.finish
+
+
 TYPOGRAPHY_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
     ("1 colon", re.compile(f"(?<=[{JAPANESE_CHAR}])[ \\t]*:(?!:)|(?<!:):[ \\t]*(?=[{JAPANESE_LETTER}])"),
      "half-width ':' in Japanese prose; write the full-width 「：」"),
@@ -628,6 +665,9 @@ TYPOGRAPHY_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
      "space between a closing ** and the Japanese text after it; remove it"),
     ("9 line starts with 、/。", re.compile(r"^[ \t>]*[、。，．]", re.MULTILINE),
      "line of prose starts with 、 or 。; keep the punctuation on the line before"),
+    ("10 bold that cannot close", BoldFlanking(),
+     "CommonMark cannot close (or open) this ** between punctuation and a letter, so Jupyter, Colab and "
+     "GitHub show raw asterisks; move the 。/、/」 outside the bold (「**…します**。」)"),
 )
 
 

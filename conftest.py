@@ -1,5 +1,40 @@
-"""pytest set-up shared by tests/ and nbval's run over chapters/: JAX's compilation cache (tools/jax_cache.py)."""
+"""pytest set-up shared by tests/ and nbval's run over chapters/.
+
+- JAX's compilation cache (tools/jax_cache.py).
+- nbval runs every notebook with its training runs nudged one ulp (``$ATTNBOOK_NUDGE``, read by
+  ``attnbook.train.nudged``): the English edition up, the Japanese edition down. The stored outputs were
+  written without a nudge, so every compared output is checked against a run whose trajectories differ in
+  their last bits, as they do on another CPU (README, "Outputs that hold on every machine"). Whoever sets
+  ``$ATTNBOOK_NUDGE`` themselves (``tools.robustness`` does, empty for no nudge) keeps their choice.
+"""
+
+import os
+
+import pytest
 
 from tools import jax_cache
 
 jax_cache.enable()
+
+NUDGE = "ATTNBOOK_NUDGE"
+EDITION_NUDGE = {"en": "up", "ja": "down"}
+_CHOSEN = NUDGE in os.environ  # set by the caller: left alone
+
+
+def nudge_for(path) -> str | None:
+    """The nudge a notebook at ``path`` runs with under nbval, or None (not a chapter notebook)."""
+    if path.suffix != ".ipynb" or path.parent.parent.name != "chapters":
+        return None
+    return EDITION_NUDGE.get(path.parent.name)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    # Before nbval's notebook setup, which starts the kernel with this process's environment.
+    if _CHOSEN:
+        return
+    nudge = nudge_for(item.path)
+    if nudge is None:
+        os.environ.pop(NUDGE, None)
+    else:
+        os.environ[NUDGE] = nudge

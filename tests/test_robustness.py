@@ -1,11 +1,10 @@
 """tools/robustness.py: perturbed re-execution finds fragile outputs, and the book's training chapters have none.
 
 The tool is tested on a notebook made for it (one output that any last-bit change alters, one that
-none does), then run over the English notebooks of the chapters that train models, under the
-perturbation that moves every training trajectory here (a one-ulp nudge of the initial parameters).
-A fragile output then fails here, before it fails on a reader's machine. The Japanese twins run the
-same code (tests/test_bookcheck.py checks it) and print the same numbers; the weekly workflow runs
-every notebook under every perturbation.
+none does). The chapters themselves need no second run here: nbval's own run of every notebook is
+nudged (conftest.py: English one ulp up, Japanese one ulp down), so a fragile output fails the README's
+test command before it fails on a reader's machine; the weekly workflow runs every notebook under every
+perturbation.
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ from nbclient import NotebookClient
 from nbformat.v4 import new_code_cell, new_notebook
 
 from attnbook import train
-from tools import jax_cache, robustness
+from tools import robustness
 
 ROOT = Path(__file__).resolve().parent.parent
 # The chapters whose cells train models (train.fit or chapter 8's training over seeds).
@@ -71,7 +70,7 @@ def test_environment_of_each_perturbation(tmp_path, monkeypatch):
     monkeypatch.setenv("XLA_FLAGS", "--xla_dump_to=/dev/null")
     monkeypatch.setenv(train.NUDGE_VARIABLE, "up")  # the caller's nudge never leaks into other runs
     env = robustness.environment(robustness.PERTURBATIONS["none"], tmp_path)
-    assert train.NUDGE_VARIABLE not in env and env["JAX_COMPILATION_CACHE_DIR"] == str(tmp_path)
+    assert env[train.NUDGE_VARIABLE] == "" and env["JAX_COMPILATION_CACHE_DIR"] == str(tmp_path)
     env = robustness.environment(robustness.PERTURBATIONS["isa-sse42"], tmp_path)
     assert env["XLA_FLAGS"] == "--xla_dump_to=/dev/null --xla_cpu_max_isa=SSE4_2"
     env = robustness.environment(robustness.PERTURBATIONS["no-cache"], tmp_path)
@@ -100,11 +99,28 @@ def test_a_raising_cell_is_an_error_not_an_output(tmp_path):
     assert [(f.cell, f.kind) for f in found] == [("Cell 2", "error")] and "boom" in found[0].detail
 
 
-def test_training_chapters_survive_a_nudge(tmp_path):
-    """Every compared output of the chapters that train, re-executed with every start nudged one ulp up."""
-    notebooks = [ROOT / "chapters" / "en" / f"{name}.ipynb" for name in TRAINING_CHAPTERS]
-    # A nudge changes values, not programs: the programs the other tests compiled are reused.
-    found, cells, _ = robustness.run(robustness.PERTURBATIONS["nudge-up"], notebooks, tmp_path, jax_cache.CACHE_DIR)
-    assert cells > 0
-    assert not found, "outputs that change when training starts one ulp away (fix them, don't hide them):\n" + \
-        "\n".join(f.line() for f in found)
+def test_nbval_runs_each_edition_nudged(tmp_path):
+    """The repository's conftest.py starts each chapter notebook's kernel with a nudge: English up, Japanese
+    down, so the README's test command checks every stored output against a run whose training trajectories
+    differ in their last bits (the chapters that train: TRAINING_CHAPTERS). A caller's own choice is kept."""
+    import subprocess
+    import sys
+    import tempfile
+
+    with tempfile.TemporaryDirectory(dir=ROOT) as tmp:  # under the repository, so its conftest.py applies
+        paths = []
+        for lang, nudge in (("en", "up"), ("ja", "down")):
+            path = Path(tmp) / "chapters" / lang / "probe.ipynb"
+            path.parent.mkdir(parents=True)
+            cell = new_code_cell("import os; print(os.environ.get('ATTNBOOK_NUDGE'))", execution_count=1)
+            cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=f"{nudge}\n")]
+            nbformat.write(new_notebook(cells=[cell], metadata={"kernelspec": {"name": "python3", "display_name": "Python 3"}}), path)
+            paths.append(str(path))
+        run = lambda env: subprocess.run(  # noqa: E731
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval", "--nbval-current-env",
+             "-o", "addopts=", *paths], cwd=ROOT, env=env, capture_output=True, text=True)
+        env = {k: v for k, v in __import__("os").environ.items() if k != train.NUDGE_VARIABLE}
+        done = run(env)
+        assert done.returncode == 0, done.stdout[-3000:]
+        done = run({**env, train.NUDGE_VARIABLE: ""})  # tools.robustness's 'none': no nudge, both fail
+        assert done.returncode == 1 and "2 failed" in done.stdout, done.stdout[-3000:]

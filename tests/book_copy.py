@@ -19,7 +19,7 @@ from tools.bookcheck import UNCOMPARED_TAGS
 
 ROOT = Path(__file__).resolve().parent.parent
 BOOK_FILES = ("_quarto.yml", "_quarto-en.yml", "_quarto-ja.yml", "index.qmd", "pyproject.toml",
-              "environment.yml", "references.bib", "glossary.csv")
+              "environment.yml", "references.bib", "glossary.csv", "prh.yml")
 
 
 def synthetic_notebook(lang: str) -> nbformat.NotebookNode:

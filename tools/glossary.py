@@ -126,8 +126,29 @@ def table_row(cells: tuple[str, ...] | list[str]) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
-def render(terms: list[Term], lang: str) -> str:
-    """The glossary page of one language."""
+SPELLINGS = "prh.yml"
+SPELLING_SECTION = """\
+
+## 表記 {#sec-glossary-spelling}
+
+次の語は、書き方を 1 つに決めています（`prh.yml`。`python -m tools.lint_prose` が textlint で確かめます）。
+
+"""
+
+
+def read_spellings(root: Path) -> list[str]:
+    """The book's spellings, as the ``prh`` line of each rule of prh.yml says them (「持つ（もつ とは書きません）」)."""
+    path = root / SPELLINGS
+    if not path.exists():
+        return []
+    import yaml
+
+    rules = (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("rules", [])
+    return [rule["prh"] for rule in rules if rule.get("prh")]
+
+
+def render(terms: list[Term], lang: str, spellings: list[str] = ()) -> str:
+    """The glossary page of one language; the Japanese one ends with the book's spellings."""
     header = HEADER[lang]
     rows = [table_row(header), "|" + "---|" * len(header)]
     for term in terms:
@@ -136,7 +157,10 @@ def render(terms: list[Term], lang: str) -> str:
         else:
             cells = [term.english, term.japanese, term.note_ja, "、".join(term.rejected)]
         rows.append(table_row([cell(c) for c in cells]))
-    return f"{GENERATED}\n\n{INTRO[lang]}\n" + "\n".join(rows) + "\n"
+    page = f"{GENERATED}\n\n{INTRO[lang]}\n" + "\n".join(rows) + "\n"
+    if lang == "ja" and spellings:
+        page += SPELLING_SECTION + "".join(f"- {line}\n" for line in spellings)
+    return page
 
 
 def page_terms(text: str) -> list[str]:
@@ -165,7 +189,7 @@ def stale_pages(root: Path, terms: list[Term]) -> list[Path]:
     """The pages that are missing or differ from what the table generates."""
     return [page_path(root, lang) for lang in ("en", "ja")
             if not page_path(root, lang).exists()
-            or page_path(root, lang).read_text(encoding="utf-8") != render(terms, lang)]
+            or page_path(root, lang).read_text(encoding="utf-8") != render(terms, lang, read_spellings(root))]
 
 
 def write_pages(root: Path, terms: list[Term]) -> list[Path]:
@@ -173,7 +197,7 @@ def write_pages(root: Path, terms: list[Term]) -> list[Path]:
     stale = stale_pages(root, terms)
     for path in stale:
         lang = path.parent.name
-        path.write_text(render(terms, lang), encoding="utf-8")
+        path.write_text(render(terms, lang, read_spellings(root)), encoding="utf-8")
     return stale
 
 

@@ -110,8 +110,10 @@ def run_textlint(root: Path, blocks: list[Block]) -> list[str]:
                 if len(excerpt) > 60:
                     column = max(0, message.get("column", 1) - 20)
                     excerpt = "…" + excerpt[column:column + 50] + "…"
-                text = " ".join(message["message"].split("\n")[0].split())
                 rule = message["ruleId"].replace("ja-technical-writing/", "")
+                # The preset's messages go on with a long explanation; prh's second line is the book's rule.
+                kept = message["message"].split("\n")[:2 if rule == "prh" else 1]
+                text = " ".join(" ".join(kept).split())
                 findings.append(f"{rel(root, block.path)} ({block.where}line {line}): {text} [{rule}]: {excerpt!r}")
     return findings
 

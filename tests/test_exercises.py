@@ -84,7 +84,7 @@ def test_every_registered_exercise_is_in_its_chapter_with_starter_and_solution(l
         assert text(notebook[closing]).strip().startswith(":::"), f"{lang}/{name}: callout of {ident} not closed"
         assert "nbval-skip" not in tags(solution) and "nbval-ignore-output" not in tags(solution), \
             f"{lang}/{name}: nbval must run and compare the solution of {ident}"
-        assert stdout(solution).startswith(f"✓ {ident}:"), \
+        assert stdout(solution).startswith((f"✓ {ident}:", f"✓ {ident}：")), \
             f"{lang}/{name}: the stored output of solution {ident} is not a pass: {stdout(solution)[:200]!r}"
 
 
@@ -146,7 +146,7 @@ def test_messages_follow_the_page_language(scratch):
     plotting.setup("ja")
     try:
         assert "番目の入力" in exercises.result("99.1", lambda x: x + 1).message
-        assert exercises.result("99.1", lambda x: 2 * x).message == "✓ 99.1: 6 通りの入力すべてで正解です。"
+        assert exercises.result("99.1", lambda x: 2 * x).message == "✓ 99.1：6 通りの入力すべてで正解です。"
     finally:
         plotting.setup("en")
     assert exercises.result("99.1", lambda x: 2 * x).message == "✓ 99.1: correct on all 6 inputs."

@@ -478,7 +478,7 @@ def check_solutions(root: Path, site: Path) -> list[str]:
             text = bodies[0].text()
             if not re.search(r"""exercises\.check\(\s*["']%s["']""" % re.escape(ident), text):
                 problems.append(f"{where}: the callout {title!r} does not hold the solution's check")
-            if f"✓ {ident}:" not in text:
+            if f"✓ {ident}:" not in text and f"✓ {ident}：" not in text:  # the Japanese colon is full-width
                 problems.append(f"{where}: the callout {title!r} does not show the check's ✓ output")
             if not bodies[0].find_all("div", "exercise-check"):
                 problems.append(f"{where}: the check in {title!r} is not marked exercise-check "

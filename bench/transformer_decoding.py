@@ -5,12 +5,14 @@ the cost does not depend on what the weights say):
 
 - ``recompute``: :func:`attnbook.transformer.greedy_decode`, the whole prefix through the decoder at every step;
 - ``kv-cache``: :func:`attnbook.transformer.greedy_decode_cached` with attention, keys and values cached;
-- ``aft-simple``: the same with AFT-simple as the decoder's mixer, whose state has a fixed size.
+- ``aft-simple``: the same with AFT-simple as the decoder's mixer, whose self-attention state has a fixed size.
 
 For each length the jitted decoder is compiled once, then timed: the fastest of 7 runs (3 when a run takes
-more than a second), since on a shared machine other jobs only add time. The cache's size
-comes from :func:`attnbook.transformer.cache_bytes`. Writes bench/results/transformer_decoding.csv and
-.json (the machine, the settings). A few minutes on a 2-core machine:
+more than a second), since on a shared machine other jobs only add time. The column ``state_bytes`` is what a
+decoder keeps from step to step, from :func:`attnbook.transformer.cache_bytes`: for both cached decoders the
+self-attention cache (or AFT-simple's three vectors per block) plus the cross-attention keys and values of the
+source, projected once; 0 for ``recompute``, which keeps no keys or values and projects them again at every step.
+Writes bench/results/transformer_decoding.csv and .json (the machine, the settings). A few minutes on a 2-core machine:
 
     python bench/transformer_decoding.py
 """
@@ -69,7 +71,7 @@ def main() -> None:
             if name == "recompute" and length > SETTINGS["recompute_max_length"]:
                 continue
             total = seconds(lambda: decode(model, source, length, transformer.START))
-            state = transformer.cache_bytes(model, length) if name != "recompute" else 0
+            state = transformer.cache_bytes(model, length, SETTINGS["source_length"]) if name != "recompute" else 0
             rows.append(dict(method=name, length=length, seconds=round(total, 6),
                              ms_per_token=round(1e3 * total / length, 4), state_bytes=state,
                              load_average=round(os.getloadavg()[0], 2)))

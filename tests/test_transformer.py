@@ -44,10 +44,19 @@ def test_cached_decoding_equals_recomputing(options):
 
 def test_cache_size():
     attention, simple = make(0), make(0, mixer="aft-simple")
-    # two blocks, keys and values of 4 heads x 4 features per token, float32
-    assert transformer.cache_bytes(attention, 100) == 2 * 2 * 100 * D_MODEL * 4
-    assert transformer.cache_bytes(attention, 200) == 2 * transformer.cache_bytes(attention, 100)
-    assert transformer.cache_bytes(simple, 100) == transformer.cache_bytes(simple, 10_000) == 2 * 3 * D_MODEL * 4
+    # two blocks, float32; cross-attention keys and values of the S source tokens, kept by both cached decoders
+    cross = 2 * 2 * 7 * D_MODEL * 4
+    # self-attention keys and values of 4 heads x 4 features per generated token
+    assert transformer.cache_bytes(attention, 100, 7) == 2 * 2 * 100 * D_MODEL * 4 + cross
+    assert transformer.cache_bytes(attention, 200, 7) - cross == 2 * (transformer.cache_bytes(attention, 100, 7) - cross)
+    # AFT-simple: three vectors per block whatever the output length; the cross part still grows with the source
+    assert transformer.cache_bytes(simple, 100, 7) == transformer.cache_bytes(simple, 10_000, 7) == 2 * 3 * D_MODEL * 4 + cross
+    assert transformer.cache_bytes(simple, 100, 14) - transformer.cache_bytes(simple, 100, 7) == cross
+    # what the cached decoder really carries: its initial cache plus the projected cross keys and values
+    memory = attention.encode(tokens(2, 7))
+    kept = jax.tree.leaves((transformer.init_cache(attention, 100),
+                            [b.cross.project(memory, memory, memory)[1:] for b in attention.decoder.blocks]))
+    assert transformer.cache_bytes(attention, 100, 7) == sum(a.size * a.dtype.itemsize for a in kept)
 
 
 @pytest.mark.parametrize("options", [{}, {"pre_norm": False}, {"mixer": "aft-conv"}, {"residual": False}])

@@ -262,9 +262,32 @@ def init_cache(model: EncoderDecoder, length: int) -> tuple:
     return tuple(cache)
 
 
-def cache_bytes(model: EncoderDecoder, length: int) -> int:
-    """Bytes of the self-attention (or AFT-simple) decoding state for ``length`` tokens (cross K, V excluded)."""
-    shapes = jax.eval_shape(lambda: init_cache(model, length))
+def cache_bytes(model: EncoderDecoder, length: int, source_length: int) -> int:
+    """Bytes of the state that cached greedy decoding (:func:`greedy_decode_cached`) keeps from step to step.
+
+    Two parts, summed over the decoder blocks, in the model's float32:
+
+    - the self-attention cache of ``length`` generated tokens, keys and values ``(length, heads, key_dim)``
+      (``2 x blocks x length x d_model`` numbers); with AFT-simple instead, its running maximum, numerator and
+      denominator, ``3 x blocks x d_model`` numbers whatever the length (:func:`init_cache`);
+    - the cross-attention keys and values of the ``source_length`` encoder outputs, projected once and read at
+      every step (``2 x blocks x source_length x d_model`` numbers), kept by both kinds of decoder.
+
+    Not counted: the weights, the generated tokens, and the encoder's output itself, which is not needed once its
+    keys and values are projected.
+    """
+    if not isinstance(model, EncoderDecoder):
+        raise TypeError(f"model must be an EncoderDecoder, got {type(model).__name__}")
+    length = _checks.positive_int("length", length)
+    source_length = _checks.positive_int("source_length", source_length)
+    d_model = model.decoder.embedding.shape[1]
+
+    def state():
+        memory = jnp.zeros((source_length, d_model))
+        cross = [block.cross.project(memory, memory, memory)[1:] for block in model.decoder.blocks]
+        return init_cache(model, length), cross
+
+    shapes = jax.eval_shape(state)
     return int(sum(np.prod(s.shape) * s.dtype.itemsize for s in jax.tree.leaves(shapes)))
 
 

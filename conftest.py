@@ -38,3 +38,4 @@ def pytest_runtest_setup(item):
         os.environ.pop(NUDGE, None)
     else:
         os.environ[NUDGE] = nudge
+

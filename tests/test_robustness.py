@@ -107,7 +107,9 @@ def test_nbval_runs_each_edition_nudged(tmp_path):
     import sys
     import tempfile
 
-    with tempfile.TemporaryDirectory(dir=ROOT) as tmp:  # under the repository, so its conftest.py applies
+    cache = ROOT / ".cache"  # ignored by git: other tests compare the work tree's status
+    cache.mkdir(exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=cache) as tmp:  # under the repository, so its conftest.py applies
         paths = []
         for lang, nudge in (("en", "up"), ("ja", "down")):
             path = Path(tmp) / "chapters" / lang / "probe.ipynb"

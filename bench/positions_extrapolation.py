@@ -21,7 +21,8 @@ Writes
   biases of buckets 21 and 3-20 (mean over heads);
 - bench/results/positions_extrapolation.json: the machine, the load average, the settings, the time per encoding.
 
-Chapter 8 reads them and re-trains one seed live. A few minutes on an idle 2-core machine:
+Chapter 8 reads them and re-trains one seed live. The stored run took 19 minutes on a 2-core machine shared with
+other jobs (load average 6 to 10); an idle machine needs a fraction of that:
 
     python bench/positions_extrapolation.py
 """

@@ -185,3 +185,81 @@ def test_model_checks_its_tokens():
         model(jnp.asarray([0, 5, 1]))
     with pytest.raises(ValueError, match="tokens"):
         model(jnp.asarray([[0, 1]]))
+
+
+def current_token_reference(table, vocab, order, seq):
+    """The current-token-only loss of every target of ``seq`` by enumerating every sequence prefix."""
+    import itertools
+
+    out = []
+    for t in range(len(seq)):
+        if t < order - 1:
+            out.append(math.log(vocab))
+            continue
+        joint = np.zeros((vocab, vocab))  # P(x_t = b, x_{t+1} = c), from all prefixes x_0 .. x_t
+        for prefix in itertools.product(range(vocab), repeat=t + 1):
+            p = vocab ** -min(order, t + 1)
+            for s in range(order, t + 1):
+                p *= table[int(np.dot(prefix[s - order:s], vocab ** np.arange(order - 1, -1, -1)))][prefix[s]]
+            context = int(np.dot(prefix[t - order + 1:], vocab ** np.arange(order - 1, -1, -1)))
+            joint[prefix[t]] += p * table[context]
+        q = joint[seq[t]] / joint[seq[t]].sum()
+        true = table[int(np.dot(seq[t - order + 1:t + 1], vocab ** np.arange(order - 1, -1, -1)))]
+        out.append(float(-np.sum(true * np.log(q))))
+    return np.array(out)
+
+
+@pytest.mark.parametrize("order", [1, 2])
+def test_current_token_loss_matches_an_enumeration(order):
+    rng = np.random.default_rng(order)
+    table = ex.markov_table(3, order, concentration=0.7, rng=rng)
+    x, _, floor = ex.markov_data(table, order, 3, 6, rng=rng)
+    got = ex.current_token_loss(table, order, x)
+    for n in range(3):
+        np.testing.assert_allclose(got[n], current_token_reference(table, 3, order, x[n]), rtol=1e-10)
+    if order == 1:  # the current token is the whole context: the baseline is the optimum
+        np.testing.assert_allclose(got, floor, rtol=1e-10)
+    assert np.all(got >= floor - 1e-12)  # in expectation it cannot beat the optimum; per target it is a KL above
+
+
+def test_eval_data_are_prefixes_of_the_same_sequences():
+    x8, y8, f8 = ex.experiment_eval_data(8)
+    for m in (1, 2, 4):
+        x, y, f = ex.experiment_eval_data(m)
+        np.testing.assert_array_equal(x, x8[:, :m * 32])
+        np.testing.assert_array_equal(y, y8[:, :m * 32])
+        np.testing.assert_array_equal(f, f8[:, :m * 32])
+
+
+@pytest.mark.parametrize("encoding", ex.ENCODINGS)
+def test_attention_weights_and_restricted_attention(encoding):
+    model = ex.PositionModel(encoding, vocab_size=5, d_model=8, depth=2, heads=2, train_length=6, key=jax.random.key(3))
+    tokens = jnp.asarray(np.random.default_rng(0).integers(0, 5, 12), dtype=jnp.int32)
+    logits, weights = model.attention_weights(tokens)
+    np.testing.assert_allclose(logits, model(tokens), atol=1e-5)  # the written-out blocks are the model's
+    assert weights.shape == (2, 2, 12, 12)
+    np.testing.assert_allclose(weights.sum(-1), 1.0, atol=1e-5)
+    assert np.all(np.asarray(weights)[..., np.triu_indices(12, 1)[0], np.triu_indices(12, 1)[1]] == 0)
+    np.testing.assert_allclose(model(tokens, max_offset=12), model(tokens), atol=1e-6)  # nothing to restrict
+    _, restricted = model.attention_weights(tokens, max_offset=3)
+    i, j = np.meshgrid(np.arange(12), np.arange(12), indexing="ij")
+    assert np.all(np.asarray(restricted)[..., i - j >= 3] == 0)
+    np.testing.assert_allclose(restricted.sum(-1), 1.0, atol=1e-5)
+    # with a window of 3 and 2 blocks, position 11 reads tokens 7 .. 11 only
+    changed = tokens.at[:7].set((tokens[:7] + 1) % 5)
+    np.testing.assert_allclose(model(changed, max_offset=3)[11], model(tokens, max_offset=3)[11], atol=1e-5)
+    assert not np.allclose(model(changed)[11], model(tokens)[11], atol=1e-6)
+
+
+def test_far_attention_fraction_against_a_loop():
+    model = ex.PositionModel("alibi", vocab_size=5, d_model=8, depth=1, heads=2, key=jax.random.key(1))
+    inputs = np.random.default_rng(1).integers(0, 5, (3, 10)).astype(np.int32)
+    got = ex.far_attention_fraction(model, inputs, 4, start=5)
+    expected = np.zeros((1, 2))
+    for n in range(3):
+        w = np.asarray(model.attention_weights(jnp.asarray(inputs[n]))[1])
+        for h in range(2):
+            expected[0, h] += np.mean([w[0, h, i, :i - 4 + 1].sum() for i in range(5, 10)]) / 3
+    np.testing.assert_allclose(got, expected, rtol=1e-5)
+    uniform = np.mean([sum(1 for j in range(i + 1) if i - j >= 4) / (i + 1) for i in range(5, 10)])
+    assert ex.uniform_far_fraction(10, 4, 5) == pytest.approx(uniform)

@@ -49,6 +49,16 @@ TOKENS = jnp.asarray([[0, 1, 2, 3]], dtype=jnp.int32)
          ValueError, "learning_rate must be a finite positive number"),
         (lambda: ex.select(MODEL, -1), ValueError, "index must be a non-negative integer"),
         (lambda: ex.experiment_eval_data(0), ValueError, "multiple must be a positive integer"),
+        (lambda: ex.current_token_loss(TABLE, 1, np.zeros((2, 3), dtype=np.int32)), ValueError,
+         r"table must have vocab \*\* order = 3 rows for order=1"),
+        (lambda: ex.current_token_loss(TABLE, 2, np.full((2, 3), 3, dtype=np.int32)), ValueError,
+         r"inputs must be integers in \[0, 3\)"),
+        (lambda: MODEL(TOKENS[0], max_offset=0), ValueError, "max_offset must be a positive integer"),
+        (lambda: ex.loss_per_position(MODEL, TOKENS, TOKENS, max_offset=-2), ValueError,
+         "max_offset must be a positive integer"),
+        (lambda: ex.far_attention_fraction(MODEL, TOKENS, 2, start=4), ValueError, "start must be below the length 4"),
+        (lambda: ex.far_attention_fraction(MODEL, TOKENS, 0, start=1), ValueError, "offset must be a positive integer"),
+        (lambda: ex.far_attention_fraction("model", TOKENS, 2, start=1), TypeError, "model must be a PositionModel"),
     ],
 )
 def test_bad_input(call, error, match):

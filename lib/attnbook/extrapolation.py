@@ -32,7 +32,7 @@ import numpy as np
 import optax
 from jaxtyping import Array, Float, Int
 
-from . import _checks, positional
+from . import _checks, masking, positional
 from . import train as train_module
 from .mha import MultiHeadSelfAttention
 from .nn import Block, Dense, init, split as _keys
@@ -95,6 +95,46 @@ def markov_data(table: Float[Array, "contexts vocab"], order: int, num: int, len
         seq[:, t] = np.minimum(np.sum(cumulative[context] < u, axis=1), vocab - 1)
         floor[:, t] = entropy[context]
     return seq[:, :-1].astype(np.int32), seq[:, 1:].astype(np.int32), floor[:, 1:]
+
+
+@_checks.shaped
+def current_token_loss(table: Float[Array, "contexts vocab"], order: int, inputs: Int[np.ndarray, "num length"]
+                       ) -> Float[np.ndarray, "num length"]:
+    """The loss of the best predictor that sees only the current token, at every target of ``inputs``.
+
+    At position ``t`` the predictor is the chain's own conditional ``q_t(next | inputs[t])``, computed
+    exactly from ``table`` and the distribution of the process at ``t`` (the first ``order`` tokens uniform,
+    as in :func:`markov_data`), with no sampling. Entry ``[n, t]`` is its expected cross-entropy (nats) on
+    target ``t`` of sequence ``n`` given that sequence's true context, ``sum_c p(c | context) (-ln q_t(c |
+    inputs[n, t]))``: the counterpart of :func:`markov_data`'s ``floor`` for a model that reads one token.
+    Its mean over the targets at ``t`` estimates the conditional entropy ``H(x_{t+1} | x_t)``.
+    """
+    table = np.asarray(table, dtype=np.float64)
+    order = _checks.positive_int("order", order)
+    contexts, vocab = table.shape
+    if contexts != vocab ** order:
+        raise ValueError(f"table must have vocab ** order = {vocab ** order} rows for order={order}, "
+                         f"got shape {table.shape}")
+    inputs = _checks.integers_in_range("inputs", np.asarray(inputs), 0, vocab)
+    inputs = np.asarray(inputs, dtype=np.int64)
+    num, length = inputs.shape
+    out = np.full((num, length), np.log(vocab))  # targets before the context is complete are uniform
+    state = np.full(contexts, 1.0 / contexts)  # distribution of the last `order` tokens at t = order - 1
+    last = np.arange(contexts) % vocab  # the current token of each context
+    for t in range(order - 1, length):
+        joint = np.zeros((vocab, vocab))  # (current token, next token)
+        np.add.at(joint, last, state[:, None] * table)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            log_q = np.log(joint / joint.sum(axis=1, keepdims=True))
+        context = np.zeros(num, dtype=np.int64)
+        for back in range(order - 1, -1, -1):
+            context = context * vocab + inputs[:, t - back]
+        p = table[context]  # (num, vocab): the true next-token distribution of each target
+        out[:, t] = -np.sum(np.where(p > 0, p * np.where(p > 0, log_q[inputs[:, t]], 0.0), 0.0), axis=1)
+        # the next state: context (a_1 .. a_k) and next token c give context (a_2 .. a_k, c)
+        following = (np.arange(contexts)[:, None] % vocab ** (order - 1)) * vocab + np.arange(vocab)
+        state = np.bincount(following.ravel(), weights=(state[:, None] * table).ravel(), minlength=contexts)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -169,9 +209,18 @@ class PositionModel(eqx.Module):
             return self.relative(length)
         return None
 
-    @_checks.shaped
-    def __call__(self, tokens: Int[Array, " T"]) -> Float[Array, "T vocab"]:
-        """Next-token logits for integer ``tokens (T,)`` in ``0 .. vocab_size - 1`` (checked, also under jit)."""
+    def _scores_bias(self, length: int, max_offset: int | None) -> Float[Array, "heads T T"] | None:
+        """The additive score bias, with ``-inf`` on every key at offset ``i - j >= max_offset`` if given."""
+        bias = self.bias(length)
+        if max_offset is None:
+            return bias
+        max_offset = _checks.positive_int("max_offset", max_offset)
+        pos = np.arange(length)
+        far = jnp.asarray((pos[:, None] - pos[None, :]) >= max_offset)  # [i, j]: key j at offset >= max_offset
+        bias = jnp.zeros((self.heads, length, length), jnp.float32) if bias is None else bias
+        return jnp.where(far[None], -jnp.inf, bias)
+
+    def _run(self, tokens, max_offset, with_weights):
         tokens = _checks.tokens("tokens", tokens, self.head.weight.shape[1])
         length, d_model = tokens.shape[0], self.embedding.shape[1]
         x = self.embedding[tokens]
@@ -179,11 +228,36 @@ class PositionModel(eqx.Module):
             x = x + positional.sinusoidal_encoding(length, d_model) if length else x
         elif self.encoding == "learned":
             x = x + self.positions(length)
-        bias = self.bias(length)
+        bias = self._scores_bias(length, max_offset)
         hook = positional.rope_heads if self.encoding == "rope" else None
+        weights = []
         for block in self.blocks:
-            x = block(x, bias=bias, process_heads=hook)
-        return self.head(jax.vmap(self.final_norm)(x))
+            if not with_weights:
+                x = block(x, bias=bias, process_heads=hook)
+                continue
+            # The same pre-LN block, written out to keep the attention weights (heads, T, T).
+            h = jax.vmap(block.norms[0])(x)
+            out, w = block.mixer.attention(h, h, h, masking.causal_mask(length), bias, process_heads=hook)
+            x = x + out
+            x = x + block.feed_forward(jax.vmap(block.norms[1])(x))
+            weights.append(w)
+        logits = self.head(jax.vmap(self.final_norm)(x))
+        return (logits, jnp.stack(weights)) if with_weights else logits
+
+    @_checks.shaped
+    def __call__(self, tokens: Int[Array, " T"], max_offset: int | None = None) -> Float[Array, "T vocab"]:
+        """Next-token logits for integer ``tokens (T,)`` in ``0 .. vocab_size - 1`` (checked, also under jit).
+
+        ``max_offset`` (optional) restricts every head's attention to the keys at offsets ``i - j < max_offset``
+        (a diagnostic: the model was trained without it).
+        """
+        return self._run(tokens, max_offset, False)
+
+    @_checks.shaped
+    def attention_weights(self, tokens: Int[Array, " T"], max_offset: int | None = None
+                          ) -> tuple[Float[Array, "T vocab"], Float[Array, "depth heads T T"]]:
+        """The logits and every block's attention weights ``(depth, heads, T, T)`` (query ``i``, key ``j``)."""
+        return self._run(tokens, max_offset, True)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -191,21 +265,57 @@ class PositionModel(eqx.Module):
 
 
 @_checks.shaped
-def loss_per_position(model: PositionModel, inputs: Int[Array, "N T"], targets: Int[Array, "N T"]
-                      ) -> Float[Array, " T"]:
+def loss_per_position(model: PositionModel, inputs: Int[Array, "N T"], targets: Int[Array, "N T"],
+                      *, max_offset: int | None = None) -> Float[Array, " T"]:
     """Mean cross-entropy (nats) at each position over the ``N`` sequences: shape ``(T,)``.
 
-    ``targets`` must lie in ``[0, vocab_size)``, also under ``jit``.
+    ``targets`` must lie in ``[0, vocab_size)``, also under ``jit``. ``max_offset``: see :class:`PositionModel`.
     """
     if not isinstance(model, PositionModel):
         raise TypeError(f"model must be a PositionModel, got {type(model).__name__}")
     targets = _checks.integers_in_range("targets", targets, 0, model.head.weight.shape[1])
-    return jnp.mean(_eval_loss(model, inputs, targets), axis=0)
+    if max_offset is not None:
+        max_offset = _checks.positive_int("max_offset", max_offset)
+    return jnp.mean(_eval_loss(model, inputs, targets, max_offset), axis=0)
 
 
 @eqx.filter_jit
-def _eval_loss(model, inputs, targets):
-    return train_module.cross_entropy(jax.vmap(model)(inputs), targets)
+def _eval_loss(model, inputs, targets, max_offset=None):
+    return train_module.cross_entropy(jax.vmap(lambda t: model(t, max_offset))(inputs), targets)
+
+
+@_checks.shaped
+def far_attention_fraction(model: PositionModel, inputs: Int[Array, "N T"], offset: int, *, start: int
+                           ) -> Float[np.ndarray, "depth heads"]:
+    """Attention mass on keys at offsets ``i - j >= offset``, mean over queries ``i >= start`` and sequences.
+
+    One number per block and head, between 0 and 1: how much of its attention a head spends on far keys.
+    For uniform attention over the ``i + 1`` visible keys it would be :func:`uniform_far_fraction`.
+    """
+    if not isinstance(model, PositionModel):
+        raise TypeError(f"model must be a PositionModel, got {type(model).__name__}")
+    offset = _checks.positive_int("offset", offset)
+    start = _checks.nonnegative_int("start", start)
+    inputs = jnp.asarray(inputs)
+    if start >= inputs.shape[1]:
+        raise ValueError(f"start must be below the length {inputs.shape[1]}, got {start}")
+    return np.asarray(_far_fraction(model, inputs, offset, start))
+
+
+@eqx.filter_jit
+def _far_fraction(model, inputs, offset, start):
+    pos = jnp.arange(inputs.shape[1])
+    far = (pos[:, None] - pos[None, :]) >= offset  # [i, j]
+    weights = jax.vmap(lambda t: model.attention_weights(t)[1])(inputs)  # (N, depth, heads, T, T)
+    mass = jnp.sum(jnp.where(far, weights, 0.0), axis=-1)[..., start:]  # (N, depth, heads, queries)
+    return jnp.mean(mass, axis=(0, 3))
+
+
+def uniform_far_fraction(length: int, offset: int, start: int) -> float:
+    """:func:`far_attention_fraction` of uniform causal attention: mean of ``max(i + 1 - offset, 0) / (i + 1)``
+    over the queries ``start <= i < length``."""
+    i = np.arange(_checks.nonnegative_int("start", start), _checks.positive_int("length", length))
+    return float(np.mean(np.maximum(i + 1 - _checks.positive_int("offset", offset), 0) / (i + 1)))
 
 
 @_checks.shaped
@@ -262,11 +372,15 @@ def experiment_training_data(seed: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def experiment_eval_data(multiple: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Held-out sequences ``multiple`` times the training length: inputs, targets, optimal loss."""
+    """Held-out sequences ``multiple`` times the training length: inputs, targets, optimal loss.
+
+    Every length is a prefix of the same sequences: :func:`markov_data` draws them one position at a time,
+    so the first ``T`` tokens of the ``8L`` set are the ``T``-token set (the seed is ``100 eval_seed + 8``).
+    """
     s = SETTINGS
     multiple = _checks.positive_int("multiple", multiple)
     return markov_data(experiment_table(), s["order"], s["eval_sequences"], multiple * s["train_length"],
-                       rng=np.random.default_rng(s["eval_seed"] * 100 + multiple))
+                       rng=np.random.default_rng(s["eval_seed"] * 100 + 8))
 
 
 def experiment_train(encoding: str, seeds) -> tuple[PositionModel, np.ndarray]:

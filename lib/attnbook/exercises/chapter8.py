@@ -56,8 +56,8 @@ register(
         inputs=_untrained_inputs,
         edge_cases=({"T": 32, "L": 32}, {"T": 256, "L": 32}, {"T": 1, "L": 1}),
     ),
-    # 8.4 (predict): at 4L, beyond L, is T5's bias or NoPE lower? (From the stored results: T5, 1.48
-    # against 1.57, every seed; tests/test_exercises_chapter8.py reads them again.)
+    # 8.4 (predict): at 4L, beyond L, is T5's bias or NoPE lower? (From the stored results, seeds 0-4: T5,
+    # 1.48 against 1.54, every seed; tests/test_exercises_chapter8.py reads them again.)
     Exercise(
         id="8.4",
         kind="choice",

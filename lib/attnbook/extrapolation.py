@@ -232,15 +232,11 @@ class PositionModel(eqx.Module):
         hook = positional.rope_heads if self.encoding == "rope" else None
         weights = []
         for block in self.blocks:
-            if not with_weights:
-                x = block(x, bias=bias, process_heads=hook)
-                continue
-            # The same pre-LN block, written out to keep the attention weights (heads, T, T).
-            h = jax.vmap(block.norms[0])(x)
-            out, w = block.mixer.attention(h, h, h, masking.causal_mask(length), bias, process_heads=hook)
-            x = x + out
-            x = x + block.feed_forward(jax.vmap(block.norms[1])(x))
-            weights.append(w)
+            if with_weights:  # the weights the block's mixer computes from its pre-LN input, (heads, T, T)
+                h = jax.vmap(block.norms[0])(x)
+                weights.append(block.mixer.attention(h, h, h, masking.causal_mask(length), bias,
+                                                     process_heads=hook)[1])
+            x = block(x, bias=bias, process_heads=hook)
         logits = self.head(jax.vmap(self.final_norm)(x))
         return (logits, jnp.stack(weights)) if with_weights else logits
 

@@ -108,13 +108,13 @@ def wrong_answers_rejected(wrong: dict, chapter: int) -> None:
     and each one is rejected with a message in both languages."""
     assert sorted(wrong, key=float) == exercises.exercise_ids(chapter), "one wrong answer per exercise"
     for ident, answer in wrong.items():
-        for lang, mark in (("en", "✗"), ("ja", "✗")):
+        for lang, colon in (("en", ":"), ("ja", "：")):  # the Japanese message has a full-width colon
             found = exercises.result(ident, answer, lang=lang)
             assert not found.passed, f"{ident}: a wrong answer passed"
-            assert found.message.startswith(f"{mark} {ident}:"), found.message
+            assert found.message.startswith(f"✗ {ident}{colon}"), found.message
         if exercises.get(ident).kind != "function":
             value = exercises.get(ident).reference()
-            assert repr(value) not in found.message and str(value) not in found.message.split(":", 1)[1], \
+            assert repr(value) not in found.message and str(value) not in re.split("[:：]", found.message, 1)[1], \
                 f"{ident}: the message gives the answer away: {found.message}"
 
 

@@ -17,7 +17,6 @@ tools/book.py; the Colab cell's check is tools/colab_cell.py's.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import re
 import unicodedata
@@ -609,6 +608,9 @@ TABLE_ROW = re.compile(r"^[ \t]*\|.*$", re.MULTILINE)
 READABLE_MARKS = {MATH: "$…$", CODE: "`…`", URL_MARK: "<url>", CITE: "@…"}
 CAPTION_OPTION = re.compile(r"^\s*#\|\s*(?:fig|tbl)-(?:cap|subcap|alt)\s*:\s?(?P<value>.*)$")
 
+DOUBLE_STAR = re.compile(r"(?<!\*)\*\*(?!\*)")
+
+
 def _punctuation(char: str) -> bool:
     """CommonMark's punctuation: Unicode punctuation and symbols (「。」「、」「」」 included); the marks prose()
     leaves for math, code, citations and URLs stand for ``$``, a backtick, ``@`` and ``<``, punctuation too."""
@@ -624,24 +626,12 @@ class BoldFlanking:
 
     def finditer(self, text: str):
         for line in re.finditer(r"[^\n]+", text):
-            for n, m in enumerate(re.finditer(r"(?<!\*)\*\*(?!\*)", line.group(0))):
+            for n, m in enumerate(DOUBLE_STAR.finditer(line.group(0))):
                 before = line.group(0)[m.start() - 1] if m.start() else " "
                 after = line.group(0)[m.end()] if m.end() < len(line.group(0)) else " "
                 inner, outer = (before, after) if n % 2 else (after, before)  # closing: inner is before
                 if _punctuation(inner) and not (outer.isspace() or _punctuation(outer)):
-                    yield _Span(line.start() + m.start(), line.start() + m.end())
-
-
-@dataclasses.dataclass(frozen=True)
-class _Span:
-    begin: int
-    finish: int
-
-    def start(self) -> int:
-        return self.begin
-
-    def end(self) -> int:
-        return self.finish
+                    yield DOUBLE_STAR.match(text, line.start() + m.start())
 
 
 TYPOGRAPHY_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (

@@ -34,6 +34,7 @@ def setup(lang: str) -> None:
         raise ValueError(f"lang must be one of {LANGUAGES}, got {lang!r}")
     _state["lang"] = lang
     _checks.show_runtime_errors_first()  # in a notebook: a value check's message above JAX's long error
+    _record_font_sizes_in_pngs()
     # matplotlib falls back along the family list glyph by glyph: DejaVu Sans draws Latin text and
     # the weather symbols (IPAexGothic's cloud looks like a club suit), IPAexGothic the Japanese.
     family = ["DejaVu Sans", "IPAexGothic"]
@@ -46,6 +47,46 @@ def setup(lang: str) -> None:
             "axes.grid": False,
         }
     )
+
+
+MIN_FONT_KEY = "attnbook:min-font-px"  # PNG text chunk: the figure's smallest text, in image pixels
+
+
+def smallest_font_px(fig: mpl.figure.Figure) -> float:
+    """The height in image pixels (font size in points × dpi / 72) of the smallest visible text of ``fig``.
+
+    Tick labels, legends, titles and annotations all count; empty strings do not. ``nan`` if the
+    figure has no text.
+    """
+    sizes = [
+        t.get_fontsize()
+        for t in fig.findobj(mpl.text.Text)
+        if t.get_visible() and t.get_text().strip()
+    ]
+    return min(sizes) * fig.dpi / 72 if sizes else float("nan")
+
+
+def _png(fig: mpl.figure.Figure) -> str | None:
+    """The inline backend's PNG, with :data:`MIN_FONT_KEY` in its metadata (read by tools.figure_fonts)."""
+    from IPython.core.pylabtools import print_figure
+
+    metadata = {MIN_FONT_KEY: f"{smallest_font_px(fig):.2f}"}
+    return print_figure(fig, "png", base64=True, metadata=metadata)
+
+
+def _record_font_sizes_in_pngs() -> None:
+    """In IPython, draw figures through :func:`_png`, so the stored notebook says how small its text is."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is None:
+        return
+    # pyplot loads its backend at the first figure, and the inline backend then registers its own
+    # PNG formatter; load it now so that ours, registered after, is the one used.
+    plt.switch_backend(mpl.get_backend())
+    shell.display_formatter.formatters["image/png"].for_type(mpl.figure.Figure, _png)
 
 
 def language() -> str:
@@ -82,6 +123,14 @@ def weather_labels(tokens: Int[Array, " T"]) -> list[str]:
     tokens = np.asarray(tokens)
     tokens = _checks.integers_in_range("tokens", tokens, 0, len(WEATHER_SYMBOLS))
     return [WEATHER_SYMBOLS[int(t)] for t in tokens]
+
+
+def _ink_on(rgba) -> str:
+    """Black or white, whichever contrasts more with the colour ``rgba`` (WCAG relative luminance)."""
+    linear = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in rgba[:3]]
+    luminance = 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+    # Contrast with black is (L + 0.05) / 0.05, with white 1.05 / (L + 0.05); they are equal at L ≈ 0.179.
+    return "black" if (luminance + 0.05) / 0.05 >= 1.05 / (luminance + 0.05) else "white"
 
 
 @_checks.shaped
@@ -132,10 +181,9 @@ def heatmap(
             format(0.5, fmt)
         except (TypeError, ValueError):
             raise ValueError(f"fmt must be a format specification for numbers such as '.2f', got {fmt!r}") from None
-        middle = (np.nanmax(matrix) + np.nanmin(matrix)) / 2
         for (i, j), value in np.ndenumerate(matrix):
-            colour = "black" if value > middle else "white"
-            ax.text(j, i, format(value, fmt), ha="center", va="center", fontsize=8, color=colour)
+            cell = image.cmap(image.norm(value))
+            ax.text(j, i, format(value, fmt), ha="center", va="center", fontsize=8, color=_ink_on(cell))
     if colorbar:
         ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
     if title:

@@ -58,11 +58,17 @@ def smallest_font_px(fig: mpl.figure.Figure) -> float:
     Tick labels, legends, titles and annotations all count; empty strings do not. ``nan`` if the
     figure has no text.
     """
-    sizes = [
-        t.get_fontsize()
-        for t in fig.findobj(mpl.text.Text)
-        if t.get_visible() and t.get_text().strip()
-    ]
+    sizes = []
+
+    def visit(artist) -> None:  # an artist inside a hidden one (a hidden legend's labels) is not drawn
+        if not artist.get_visible():
+            return
+        if isinstance(artist, mpl.text.Text) and artist.get_text().strip():
+            sizes.append(artist.get_fontsize())
+        for child in artist.get_children():
+            visit(child)
+
+    visit(fig)
     return min(sizes) * fig.dpi / 72 if sizes else float("nan")
 
 

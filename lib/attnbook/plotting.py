@@ -68,6 +68,7 @@ def smallest_font_px(fig: mpl.figure.Figure) -> float:
         for child in artist.get_children():
             visit(child)
 
+    fig.draw_without_rendering()  # ticks and their labels are made at draw time
     visit(fig)
     return min(sizes) * fig.dpi / 72 if sizes else float("nan")
 

@@ -6,6 +6,7 @@
   written without a nudge, so every compared output is checked against a run whose trajectories differ in
   their last bits, as they do on another CPU (README, "Outputs that hold on every machine"). Whoever sets
   ``$ATTNBOOK_NUDGE`` themselves (``tools.robustness`` does, empty for no nudge) keeps their choice.
+- The site tests first, for pytest-xdist's workers (``-n auto --dist loadfile`` in pyproject.toml).
 """
 
 import os
@@ -26,6 +27,13 @@ def nudge_for(path) -> str | None:
     if path.suffix != ".ipynb" or path.parent.parent.name != "chapters":
         return None
     return EDITION_NUDGE.get(path.parent.name)
+
+
+def pytest_collection_modifyitems(items):
+    # Under pytest-xdist (--dist loadfile) each file runs whole on one worker, in this order: the
+    # site tests (the site build, then the browser) take longest, so they start first. A stable sort
+    # keeps every notebook's cells in order.
+    items.sort(key=lambda item: item.path.name != "test_site.py")
 
 
 @pytest.hookimpl(tryfirst=True)

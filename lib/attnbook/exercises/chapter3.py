@@ -106,12 +106,13 @@ def _tri(T, k):
     return np.tri(T, k=k, dtype=bool)
 
 
-def _padded_masks(lengths, T, left=True, queries=True, causal=True):
-    """3.2's mask and its common mistakes: the padding on the right, the padding queries left free, no causal part."""
+def _padded_masks(lengths, T, left=True, keys=True, causal=True):
+    """3.2's mask and its common mistakes: the padding on the right, the padded keys left visible, no causal part.
+    (Under the causal mask a padding query on the left sees only padded keys: masking the keys masks its row.)"""
     i = np.arange(T)
     lengths = np.asarray(lengths)[:, None]
     real = i[None, :] >= T - lengths if left else i[None, :] < lengths
-    mask = real[:, None, :] & (real[:, :, None] if queries else True)
+    mask = real[:, :, None] & (real[:, None, :] if keys else True)
     return mask & (i[None, :] <= i[:, None]) if causal else mask
 
 
@@ -154,10 +155,11 @@ register(
             Mistake("the padding is on the left: the n real tokens are the last n of the T positions, not the first n.",
                     "パディングは左側です。n 個の実トークンは T 個の位置の先頭ではなく、末尾の n 個です。",
                     answer=lambda lengths, T: _padded_masks(lengths, T, left=False)),
-            Mistake("a padding query must attend to nothing: mask the padded rows (queries) as well as the padded "
-                    "columns (keys).",
-                    "パディングのクエリは何も見てはいけません。パディングの列（キー）だけでなく行（クエリ）もマスクします。",
-                    answer=lambda lengths, T: _padded_masks(lengths, T, queries=False)),
+            Mistake("a real token must not attend to the padding before it: mask the padded keys (columns), not "
+                    "only the padded queries (rows).",
+                    "実トークンは、その前にあるパディングを見てはいけません。パディングのクエリ（行）だけでなく、"
+                    "パディングのキー（列）もマスクします。",
+                    answer=lambda lengths, T: _padded_masks(lengths, T, keys=False)),
             Mistake("the causal part is missing: combine the padding with j <= i.",
                     "因果マスクの部分がありません。パディングのマスクと j <= i を組み合わせます。",
                     answer=lambda lengths, T: _padded_masks(lengths, T, causal=False)),
@@ -198,17 +200,17 @@ register(
         edge_cases=tuple(_model_and_input(kind, T, seed) for kind, T, seed in
                          [("causal", 1, 0), ("reversed", 4, 1), ("windows", 5, 2)]),
         mistakes=(
-            Mistake("no output row changed at all: your nudge is too small for your tolerance (moved by 1, a row "
-                    "changes the rows that depend on it by more than 1e-3).",
-                    "どの出力行も変化していません。入力を動かす量が許容誤差に比べて小さすぎます"
-                    "（行を 1 動かすと、それに依存する行は 1e-3 より大きく変わります）。",
-                    matches=lambda inputs, expected, got: np.asarray(expected).any() and not np.asarray(got).any()),
             Mistake("your matrix is transposed: entry [i, j] says whether output row i changes when input row j does.",
                     "行列が転置されています。要素 [i, j] は、入力の行 j を変えたときに出力の行 i が変わるかどうかです。",
                     answer=lambda f, x: f.dependence().T),
             Mistake("a row depends on itself too: output row i changes with input row i, its own query.",
                     "行は自分自身にも依存します。出力の行 i は、自分のクエリである入力の行 i でも変わります。",
                     answer=lambda f, x: f.dependence() & ~np.eye(len(x), dtype=bool)),
+            Mistake("no output row changed at all: your nudge is too small for your tolerance (moved by 1, a row "
+                    "changes the rows that depend on it by more than 1e-3).",
+                    "どの出力行も変化していません。入力を動かす量が許容誤差に比べて小さすぎます"
+                    "（行を 1 動かすと、それに依存する行は 1e-3 より大きく変わります）。",
+                    answer=lambda f, x: np.zeros((len(x), len(x)), dtype=bool)),
         ),
     ),
     # 3.5 (predict, number): P(☀ -> ☀) at temperature 0.5 for a model that learned the chain

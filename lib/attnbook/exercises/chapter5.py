@@ -99,10 +99,10 @@ register(
                     "sigmoid(Q) がありません。値の平均に要素ごとに sigmoid(Q_t) を掛けます。",
                     answer=lambda q, k, v, causal: _simple(q, k, v, causal, gate=False)),
             Mistake("causal is ignored: with causal=True output t averages over t' <= t only (a running average), "
-                    "without it over every position.",
+                    "not over every position.",
                     "causal が無視されています。causal=True なら出力 t は t' <= t だけの平均（累積平均）で、"
-                    "そうでなければすべての位置の平均です。",
-                    answer=lambda q, k, v, causal: _simple(q, k, v, causal, running=not causal)),
+                    "すべての位置の平均ではありません。",
+                    answer=lambda q, k, v, causal: _simple(q, k, v, causal, running=False)),
         ),
     ),
     # 5.2 (derive): the (heads, T, T) banded Toeplitz bias that makes AFT-full equal AFT-conv, from the
@@ -155,7 +155,7 @@ register(
                     answer=lambda q, k, v, w, causal: aft.aft_full(q, k, v, jnp.asarray(w).T, causal=causal)),
             Mistake("causal is ignored: with causal=True output t sums over t' <= t only.",
                     "causal が無視されています。causal=True なら出力 t は t' <= t だけの和です。",
-                    answer=lambda q, k, v, w, causal: aft.aft_full(q, k, v, w, causal=not causal)),
+                    answer=lambda q, k, v, w, causal: aft.aft_full(q, k, v, w, causal=False)),
         ),
     ),
     # 5.4 (derive): the paper's 2.74 bits/dim on CIFAR-10 as a negative log-likelihood in nats per

@@ -54,10 +54,11 @@ def merge(m1, l1, a1, m2, l2, a2):
 
 
 def _merge_variant(m1, l1, a1, m2, l2, a2, rescale_a=True, inverted=False):
-    """6.1's common mistakes: a not rescaled (rescale_a=False); the factors exp(m - m_i) instead of exp(m_i - m)."""
-    m1, l1, a1, m2, l2, a2 = (np.asarray(x, np.float64) for x in (m1, l1, a1, m2, l2, a2))
+    """6.1's common mistakes: a not rescaled (rescale_a=False); the factors exp(m - m_i) instead of exp(m_i - m),
+    which overflow float32 when the maxima are far apart (inverted)."""
+    m1, l1, a1, m2, l2, a2 = (np.asarray(x, np.float32) for x in (m1, l1, a1, m2, l2, a2))  # float32: its overflow
     m = np.maximum(m1, m2)
-    shift = np.where(np.isfinite(m), m, 0.0)
+    shift = np.where(np.isfinite(m), m, np.float32(0.0))
     with np.errstate(all="ignore"):
         s1, s2 = (np.exp(shift - m1), np.exp(shift - m2)) if inverted else (np.exp(m1 - shift), np.exp(m2 - shift))
         s1, s2 = np.where(np.isfinite(m1), s1, 0.0), np.where(np.isfinite(m2), s2, 0.0)

@@ -7,15 +7,20 @@
   their last bits, as they do on another CPU (README, "Outputs that hold on every machine"). Whoever sets
   ``$ATTNBOOK_NUDGE`` themselves (``tools.robustness`` does, empty for no nudge) keeps their choice.
 - The site tests first, for pytest-xdist's workers (``-n auto --dist loadfile`` in pyproject.toml).
+- Failure reports without ANSI colour codes where pytest itself writes no colour (a CI log, a file, ``NO_COLOR``):
+  nbval colours its reports unless ``--color=no``, and the kernel's tracebacks carry IPython's colours.
 """
 
 import os
+import re
 
 import pytest
 
 from tools import jax_cache
 
 jax_cache.enable()
+
+ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 NUDGE = "ATTNBOOK_NUDGE"
 EDITION_NUDGE = {"en": "up", "ja": "down"}
@@ -47,3 +52,9 @@ def pytest_runtest_setup(item):
     else:
         os.environ[NUDGE] = nudge
 
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = (yield).get_result()
+    if isinstance(report.longrepr, str) and not item.config.get_terminal_writer().hasmarkup:
+        report.longrepr = ANSI.sub("", report.longrepr)

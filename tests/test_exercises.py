@@ -7,7 +7,10 @@ Each chapter's deliberately wrong answers are in tests/test_exercises_chapterN.p
   collapsed callout whose stored output is the check's confirmation;
 - each reference passes its own check;
 - check() reports a wrong answer with the failing input, in the page's language, and never prints
-  the expected value of a number or a choice.
+  the expected value of a number or a choice;
+- every exercise knows at least one common mistake; each chapter's file gives, for every mistake, the
+  mistaken answer itself, which check must name (``mistakes_named``); a correct answer and an unrelated wrong
+  answer get no such line.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import re
 from pathlib import Path
 
 import jax.numpy as jnp
+import numpy as np
 import pytest
 
 from attnbook import exercises, plotting
@@ -118,6 +122,58 @@ def wrong_answers_rejected(wrong: dict, chapter: int) -> None:
                 f"{ident}: the message gives the answer away: {found.message}"
 
 
+def _last_line(message: str) -> str:
+    return message.splitlines()[-1]
+
+
+def mistakes_named(named: dict, chapter: int) -> None:
+    """For the per-chapter tests: `named` maps each id of `chapter` to a list of mistaken answers, one per
+    Mistake of the exercise, in their order; check must reject each and end with the line naming that mistake,
+    in both languages, without giving a number's or a choice's value away."""
+    assert sorted(named, key=float) == exercises.exercise_ids(chapter), "mistaken answers for every exercise"
+    for ident, answers in named.items():
+        exercise = exercises.get(ident)
+        assert len(answers) == len(exercise.mistakes) >= 1, f"{ident}: one mistaken answer per mistake"
+        for mistake, answer in zip(exercise.mistakes, answers):
+            for lang, line in (("en", f"✗ {ident}: {mistake.en}"), ("ja", f"✗ {ident}：{mistake.ja}")):
+                found = exercises.result(ident, answer, lang=lang)
+                assert not found.passed, f"{ident}: the mistaken answer passed"
+                assert _last_line(found.message) == line, found.message
+            if exercise.kind != "function":
+                value = str(exercise.reference())
+                assert value not in mistake.en and value not in mistake.ja, f"{ident}: the mistake gives the answer away"
+
+
+def unrelated(exercise: Exercise):
+    """A wrong answer that is none of the exercise's mistakes: the reference's output moved (numbers scaled and
+    shifted, booleans negated, integers plus one), or a number half as large again."""
+    def move(x):
+        if isinstance(x, (tuple, list)):
+            return type(x)(move(part) for part in x)
+        array = np.asarray(x)
+        if array.dtype == bool:
+            return ~array
+        if np.issubdtype(array.dtype, np.integer):
+            return array + 1
+        return array * 1.37 + 0.1
+    if exercise.kind == "function":
+        return lambda **kwargs: move(exercise.reference(**kwargs))
+    if exercise.kind == "number":
+        return 1.5 * float(exercise.reference())
+    return "not one of the choices"
+
+
+@pytest.mark.parametrize("ident", exercises.exercise_ids())
+def test_no_mistake_is_named_for_a_right_or_an_unrelated_answer(ident):
+    exercise = exercises.get(ident)
+    right = exercise.reference if exercise.kind == "function" else exercise.reference()
+    texts = [m.en for m in exercise.mistakes]
+    assert exercise.mistakes, f"{ident} names no common mistake"
+    assert not any(t in exercises.result(ident, right, lang="en").message for t in texts)
+    found = exercises.result(ident, unrelated(exercise), lang="en")
+    assert not found.passed and not any(t in found.message for t in texts), found.message
+
+
 # ---------------------------------------------------------------------------------------------
 # The machinery, on exercises registered only for these tests.
 
@@ -183,10 +239,41 @@ def test_choices(scratch):
 def test_unknown_ids_and_languages_are_errors(scratch):
     with pytest.raises(ValueError, match=r"exercise_id must be one of \['99.1', '99.2', '99.3'\], got '99.4'"):
         exercises.result("99.4", 1)
-    with pytest.raises(ValueError, match="lang must be one of"):
+    with pytest.raises(ValueError, match=r"exercise_id は \['99.1', '99.2', '99.3'\] のどれかです。渡されたもの：'99.4'"):
+        exercises.result("99.4", 1, lang="ja")
+    with pytest.raises(ValueError, match="lang must be one of .* / lang は .* のどれかです"):
         exercises.result("99.1", 1, lang="de")
-    with pytest.raises(ValueError, match="registered twice"):
+    with pytest.raises(ValueError, match="registered twice / 演習 99.1 が 2 回登録されています"):
         exercises.register(Exercise(id="99.1", kind="number", reference=lambda: 1))
+    with pytest.raises(ValueError, match="kind must be .* / kind は"):
+        Exercise(id="99.9", kind="essay", reference=lambda: 1)
+    with pytest.raises(ValueError, match="exactly one of answer and matches / "):
+        exercises.Mistake("en", "ja")
+
+
+def test_a_mistake_is_named_only_when_the_answer_agrees_with_it_everywhere(monkeypatch):
+    """A function mistake is named when the answer agrees with it on every input, not on the failing one alone;
+    a predicate is asked about the failing input; a number's mistake within its tolerance; a choice's exactly."""
+    monkeypatch.setattr(_core, "_REGISTRY", dict(_core._REGISTRY))
+    doubled = exercises.Mistake("doubled", "2 倍", answer=lambda x: 4 * x)
+    exercises.register(
+        Exercise(id="99.8", kind="function", reference=lambda x: 2 * x, edge_cases=({"x": jnp.ones(2)},),
+                 inputs=lambda rng: {"x": jnp.asarray(rng.normal(size=3))},
+                 mistakes=(doubled, exercises.Mistake("negative", "負", matches=lambda i, e, g: bool(np.all(g < 0))))),
+        Exercise(id="99.9", kind="number", reference=lambda: 10.0, rtol=0.01,
+                 mistakes=(exercises.Mistake("a tenth", "10 分の 1", answer=1.0, rtol=0.1),)),
+        Exercise(id="99.10", kind="choice", reference=lambda: "b", choices=("a", "b"),
+                 mistakes=(exercises.Mistake("not a", "a ではない", answer="a"),)),
+    )
+    assert exercises.result("99.8", lambda x: 4 * x, lang="en").message.endswith("\n✗ 99.8: doubled")
+    assert exercises.result("99.8", lambda x: 4 * x, lang="ja").message.endswith("\n✗ 99.8：2 倍")
+    # agrees with the mistake on the failing (first) input only: not named
+    first_only = lambda x: 4 * x if x.shape == (2,) else x
+    assert "doubled" not in exercises.result("99.8", first_only, lang="en").message
+    assert exercises.result("99.8", lambda x: -x, lang="en").message.endswith("✗ 99.8: negative")
+    assert exercises.result("99.9", 1.05, lang="en").message.endswith("\n✗ 99.9: a tenth")
+    assert "a tenth" not in exercises.result("99.9", 2.0, lang="en").message
+    assert exercises.result("99.10", "A", lang="ja").message.endswith("\n✗ 99.10：a ではない")
 
 
 def test_check_prints_the_message(scratch, capsys):

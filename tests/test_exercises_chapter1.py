@@ -5,8 +5,9 @@ import numpy as np
 
 from attnbook import exercises, positional
 from attnbook.attention import scaled_dot_product_attention
+from attnbook.exercises import chapter1
 from attnbook.masking import causal_mask
-from test_exercises import wrong_answers_rejected
+from test_exercises import mistakes_named, wrong_answers_rejected
 
 
 def sources_encoding(length, d_model):
@@ -60,3 +61,20 @@ def test_alibi_reference_matches_attention_and_the_geometric_series():
     assert np.isclose(chapter1._alibi_self_weight(length), float(weights[-1, -1]), rtol=1e-5)
     m = positional.alibi_slopes(4)[0]
     assert np.isclose(exercises.get("1.4").reference(), (1 - np.exp(-m)) / (1 - np.exp(-1000 * m)), rtol=1e-9)
+
+
+# One mistaken answer per common mistake of each exercise (attnbook.exercises.chapter1), in their order.
+NAMED = {
+    "1.1": [sources_encoding,
+            lambda length, d_model: chapter1._sinusoid(length, d_model, column_index=True),
+            lambda length, d_model: chapter1._sinusoid(length, d_model, base=float(length)),
+            lambda length, d_model: chapter1._sinusoid(length, d_model, swapped=True),
+            lambda length, d_model: chapter1._sinusoid(length, d_model, halves=True)],
+    "1.2": [WRONG["1.2"]],
+    "1.3": [rope_rotate_half, lambda x: chapter1._rope_variant(x, sign=-1.0)],
+    "1.4": [1 / 1000, 0.225],
+}
+
+
+def test_common_mistakes_are_named():
+    mistakes_named(NAMED, chapter=1)

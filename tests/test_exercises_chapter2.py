@@ -8,7 +8,7 @@ import numpy as np
 from attnbook import exercises
 from attnbook.attention import SelfAttention
 from attnbook.exercises import chapter2
-from test_exercises import wrong_answers_rejected
+from test_exercises import mistakes_named, wrong_answers_rejected
 
 
 def attention_over_d(q, k, v):
@@ -77,3 +77,32 @@ def test_only_the_key_bias_is_free():
         same = bool(jnp.allclose(changed(x)[0], out, atol=1e-5))
         assert same == (name == "b_k"), name
     assert exercises.get("2.3").reference() == model.b_k.size
+
+
+def naive_softmax(q, k, v):
+    """exp of the scores without the row maximum: inf / inf = NaN on the check's scores in the hundreds."""
+    e = jnp.exp(q @ k.T / jnp.sqrt(q.shape[1]))
+    weights = e / e.sum(axis=1, keepdims=True)
+    return weights @ v, weights
+
+
+def unscaled(q, k, v):
+    weights = jax.nn.softmax(q @ k.T, axis=1)
+    return weights @ v, weights
+
+
+def softmax_over_queries(q, k, v):
+    weights = jax.nn.softmax(q @ k.T / jnp.sqrt(q.shape[1]), axis=0)
+    return weights @ v, weights
+
+
+NAMED = {
+    "2.1": [naive_softmax, unscaled, attention_over_d, softmax_over_queries],
+    "2.2": [0.0015, float("nan")],
+    "2.3": [12, 0, 3],
+    "2.4": [0.371],
+}
+
+
+def test_common_mistakes_are_named():
+    mistakes_named(NAMED, chapter=2)

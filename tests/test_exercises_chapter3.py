@@ -10,7 +10,7 @@ from attnbook import exercises
 from attnbook.attention import scaled_dot_product_attention
 from attnbook.exercises import chapter3
 from attnbook.masking import causal_mask, padding_mask
-from test_exercises import wrong_answers_rejected
+from test_exercises import mistakes_named, wrong_answers_rejected
 
 
 def right_padded_causal_mask(lengths, T):  # real tokens first: padding_mask's layout, not the sampler's
@@ -100,3 +100,37 @@ def test_temperature_answer_is_what_sampling_at_that_temperature_gives():
     logits = jnp.log(jnp.asarray(p)) / 0.5
     draws = jax.random.categorical(jax.random.key(0), logits, shape=(200_000,))
     assert abs(float(jnp.mean(draws == 2)) - exercises.get("3.5").reference()) < 0.005
+
+
+def padding_queries_only(lengths, T):  # the real tokens still see the padding before them
+    real = np.arange(T)[None, :] >= T - np.asarray(lengths)[:, None]
+    return np.tri(T, dtype=bool)[None] & real[:, :, None]
+
+
+def padding_without_causal(lengths, T):
+    real = np.arange(T)[None, :] >= T - np.asarray(lengths)[:, None]
+    return real[:, :, None] & real[:, None, :]
+
+
+def transposed_dependence(f, x):
+    return perturb_with_tolerance(f, x).T
+
+
+def dependence_without_itself(f, x):
+    return perturb_with_tolerance(f, x) & ~np.eye(len(x), dtype=bool)
+
+
+NAMED = {
+    "3.1": [lambda T: jnp.tri(T, k=-1, dtype=bool),  # strictly below the diagonal: a token cannot see itself
+            lambda T: np.arange(T)[None, :] >= np.arange(T)[:, None],  # transposed
+            lambda T: np.arange(T)[None, :] <= np.arange(T)[:, None] + 1],  # off by one
+    "3.2": [right_padded_causal_mask, padding_queries_only, padding_without_causal,
+            lambda lengths, T: np.swapaxes(chapter3._left_padded_causal_mask(lengths, T), 1, 2)],
+    "3.3": ["nan", "zero"],
+    "3.4": [transposed_dependence, dependence_without_itself, perturb_too_little],
+    "3.5": [WRONG["3.5"], 0.5],
+}
+
+
+def test_common_mistakes_are_named():
+    mistakes_named(NAMED, chapter=3)

@@ -6,12 +6,14 @@ import re
 from pathlib import Path
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from attnbook import exercises
+from attnbook.exercises import chapter4
 from attnbook.mha import MultiHeadAttention, parameter_count
-from test_exercises import wrong_answers_rejected
+from test_exercises import mistakes_named, wrong_answers_rejected
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -94,3 +96,48 @@ def test_floor_is_what_the_mean_of_the_tokens_reaches():
 def test_new_target_loss_is_that_of_predicting_the_wrong_token():
     xs = np.random.default_rng(1).random((40_000, 5, 7))
     assert abs(np.mean((xs[:, 1] - xs[:, 3]) ** 2) - exercises.get("4.5").reference()) < 0.002
+
+
+def softmax_with_nan(layer, x_q, x_kv, mask):
+    """jax.nn.softmax over -inf: NaN for a query that sees no key in a head."""
+    q = jnp.einsum("td,dhk->htk", x_q, layer.w_q) + layer.b_q[:, None]
+    k = jnp.einsum("sd,dhk->hsk", x_kv, layer.w_k) + layer.b_k[:, None]
+    v = jnp.einsum("sd,dhv->hsv", x_kv, layer.w_v) + layer.b_v[:, None]
+    weights = jax.nn.softmax(jnp.where(mask, q @ jnp.swapaxes(k, 1, 2) / jnp.sqrt(q.shape[-1]), -jnp.inf), axis=-1)
+    return jnp.einsum("hts,hsv,hvo->to", weights, v, layer.w_o) + layer.b_o, weights
+
+
+def heads_reshaped_wrong(layer, x_q, x_kv, mask):
+    """Projects with the flattened kernels, then cuts (T, heads * key_dim) as (T, key_dim, heads)."""
+    d_model, heads, key_dim = layer.w_q.shape
+    cut = lambda x, w, b: (x @ w.reshape(d_model, -1) + b.reshape(-1)).reshape(len(x), -1, heads).transpose(2, 0, 1)
+    q, k = cut(x_q, layer.w_q, layer.b_q), cut(x_kv, layer.w_k, layer.b_k)
+    v = jnp.einsum("sd,dhv->hsv", x_kv, layer.w_v) + layer.b_v[:, None]
+    scores = jnp.where(mask, q @ jnp.swapaxes(k, 1, 2) / jnp.sqrt(key_dim), -jnp.inf)
+    top = jnp.max(scores, axis=-1, keepdims=True)
+    e = jnp.where(mask, jnp.exp(scores - jnp.where(jnp.isfinite(top), top, 0.0)), 0.0)
+    weights = e / jnp.maximum(e.sum(axis=-1, keepdims=True), 1e-30)
+    sees = mask.any(axis=(0, 2))[:, None]
+    return jnp.where(sees, jnp.einsum("hts,hsv,hvo->to", weights, v, layer.w_o) + layer.b_o, 0.0), weights
+
+
+def variant(**options):
+    return lambda layer, x_q, x_kv, mask: chapter4._by_hand(layer, x_q, x_kv, mask, **options)
+
+
+NAMED = {
+    "4.1": [softmax_with_nan, bias_per_head, variant(b_o="always"), variant(scale="none"), variant(scale="d_model"),
+            variant(axis=-2), heads_reshaped_wrong],
+    "4.2": [standard_count,
+            lambda d_model, heads, key_dim, value_dim, d_out, key_bias_positions:
+                d_model * heads * (2 * key_dim + value_dim) + heads * value_dim * d_out,
+            lambda d_model, heads, key_dim, value_dim, d_out, key_bias_positions:
+                exercises.get("4.2").reference(d_model, heads, key_dim, value_dim, d_out, key_bias_positions) - d_out],
+    "4.3": ["A", "D"],
+    "4.4": [WRONG["4.4"], lambda T: 1 / 12, lambda T: (T - 1) / (3 * T)],
+    "4.5": [1 / 12, 1 / 15],
+}
+
+
+def test_common_mistakes_are_named():
+    mistakes_named(NAMED, chapter=4)

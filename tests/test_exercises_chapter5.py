@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from attnbook import aft, exercises
-from test_exercises import wrong_answers_rejected
+from test_exercises import mistakes_named, wrong_answers_rejected
 
 
 def simple_softmax_over_channels(q, k, v, causal):
@@ -110,3 +110,34 @@ def test_the_unsmoothed_per_position_baseline_is_infinite():
     assert exercises.get("5.5").reference() == "C"
     smoothed = (counts + 1) / (counts + 1).sum(axis=1, keepdims=True)
     assert round(float(-np.log2(smoothed[np.arange(64), test_pixels]).mean()), 2) == 2.44
+
+
+def simple_without_sigmoid(q, k, v, causal):
+    e = jnp.exp(k - k.max(axis=0))
+    if causal:
+        return jnp.cumsum(e * v, axis=0) / jnp.cumsum(e, axis=0)
+    return jnp.broadcast_to((e * v).sum(axis=0) / e.sum(axis=0), q.shape)
+
+
+def simple_never_causal(q, k, v, causal):
+    weights = jax.nn.softmax(k, axis=0)
+    return jax.nn.sigmoid(q) * (weights * v).sum(axis=0)
+
+
+def conv_bias_flipped(kernel, T, causal):
+    return aft.conv_bias_matrix(kernel[:, ::-1], T, causal=causal)
+
+
+NAMED = {
+    "5.1": [simple_softmax_over_channels, simple_without_sigmoid, simple_never_causal],
+    "5.2": [conv_bias_transposed, conv_bias_flipped],
+    "5.3": [full_separate_maxima,
+            lambda q, k, v, w, causal: aft.aft_full(q, k, v, w.T, causal=causal),
+            lambda q, k, v, w, causal: aft.aft_full(q, k, v, w, causal=False)],
+    "5.4": [WRONG["5.4"], 2.74 * 3072, 2.74 * math.log(2)],
+    "5.5": ["A"],
+}
+
+
+def test_common_mistakes_are_named():
+    mistakes_named(NAMED, chapter=5)

@@ -13,7 +13,7 @@ import numpy as np
 from attnbook import cost, exercises
 from attnbook.attention import merge_softmax_sums, scaled_dot_product_attention
 from attnbook.exercises import chapter6
-from test_exercises import wrong_answers_rejected
+from test_exercises import mistakes_named, wrong_answers_rejected
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -74,3 +74,28 @@ def test_full_attention_memory_hardly_depends_on_d():
     full = lambda q, k, v: scaled_dot_product_attention(q, k, v)[0]
     mib = {d: cost.temporary_bytes(full, *[jax.ShapeDtypeStruct((4096, d), jnp.float32)] * 3) / 2**20 for d in (64, 128)}
     assert 0.9 < mib[128] / mib[64] < 1.1, mib
+
+
+def merge_with_nan(m1, l1, a1, m2, l2, a2):
+    m = np.maximum(m1, m2)
+    s1, s2 = np.exp(m1 - m), np.exp(m2 - m)  # -inf - (-inf) = NaN when both chunks are empty
+    return m, l1 * s1 + l2 * s2, a1 * s1[:, None] + a2 * s2[:, None]
+
+
+def merge_inverted(m1, l1, a1, m2, l2, a2):
+    m = np.maximum(m1, m2)
+    with np.errstate(over="ignore", invalid="ignore"):
+        s1 = np.where(np.isfinite(m1), np.exp(m - m1), 0.0)
+        s2 = np.where(np.isfinite(m2), np.exp(m - m2), 0.0)
+    return m, l1 * s1 + l2 * s2, a1 * s1[:, None] + a2 * s2[:, None]
+
+
+def test_common_mistakes_are_named():
+    with np.errstate(invalid="ignore"):  # the NaN of the first mistake is the point
+        mistakes_named({
+            "6.1": [merge_with_nan, merge_without_rescaling_a, merge_inverted],
+            "6.2": [WRONG["6.2"], lambda T, heads, bytes_per_number: T * T * bytes_per_number / 2**20,
+                    lambda T, heads, bytes_per_number: T * T * heads * bytes_per_number / 1024],
+            "6.3": [0.3, 42869696 / 26092224],
+            "6.4": ["C"],
+        }, chapter=6)

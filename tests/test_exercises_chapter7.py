@@ -10,7 +10,7 @@ from attnbook import transformer
 from attnbook.nn import count_parameters
 from attnbook.exercises import chapter7
 from attnbook.masking import causal_mask, padding_mask
-from test_exercises import wrong_answers_rejected
+from test_exercises import mistakes_named, wrong_answers_rejected
 
 
 def unbiased_layer_norm_ffn(x, gamma, beta, w1, b1, w2, b2):
@@ -93,3 +93,45 @@ def test_a_list_is_as_good_as_a_tuple():
         m.astype(int) for m in chapter7.decoder_masks(T, S, target_length, source_length))
     assert not exercises.result("7.3", as_ints, lang="en").passed  # 0/1 arrays are not masks
     assert not exercises.result("7.4", lambda n: chapter7.score_counts(n)[:2], lang="en").passed
+
+
+def no_residual(x, gamma, beta, w1, b1, w2, b2):
+    h = gamma * jax.nn.standardize(x, axis=-1, epsilon=1e-5) + beta
+    return jax.nn.relu(h @ w1 + b1) @ w2 + b2
+
+
+def post_ln(x, gamma, beta, w1, b1, w2, b2):
+    y = x + jax.nn.relu(x @ w1 + b1) @ w2 + b2
+    return gamma * (y - y.mean(axis=-1, keepdims=True)) / jnp.sqrt(y.var(axis=-1, keepdims=True) + 1e-5) + beta
+
+
+def norm_over_tokens(x, gamma, beta, w1, b1, w2, b2):
+    h = gamma * (x - x.mean(axis=0)) / jnp.sqrt(x.var(axis=0) + 1e-5) + beta
+    return x + jax.nn.relu(h @ w1 + b1) @ w2 + b2
+
+
+def cross_queries_free(T, S, target_length, source_length):
+    self_mask, _ = chapter7.decoder_masks(T, S, target_length, source_length)
+    return self_mask, np.broadcast_to(np.arange(S) < source_length, (T, S))
+
+
+def no_causal_part(T, S, target_length, source_length):
+    real = np.arange(T) < target_length
+    return real[:, None] & real[None, :], chapter7.decoder_masks(T, S, target_length, source_length)[1]
+
+
+NAMED = {
+    "7.1": [eps_outside_the_root, unbiased_layer_norm_ffn, no_residual, post_ln, norm_over_tokens],
+    "7.2": [count_without_final_norms,
+            lambda vocab_size, d_model, depth: chapter7.parameter_count(vocab_size, d_model, depth)
+            - (10 * depth + 4) * d_model,
+            lambda vocab_size, d_model, depth: chapter7.parameter_count(vocab_size, d_model, depth)
+            - depth * (4 * d_model * d_model + 6 * d_model),
+            lambda vocab_size, d_model, depth: chapter7.parameter_count(vocab_size, d_model, depth) - vocab_size],
+    "7.3": [masks_causal_only, cross_queries_free, no_causal_part],
+    "7.4": [WRONG["7.4"], lambda n: (sum(t * t for t in range(1, n + 1)), n ** 2, n * (n + 1) // 2)],
+}
+
+
+def test_common_mistakes_are_named():
+    mistakes_named(NAMED, chapter=7)

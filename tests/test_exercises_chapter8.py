@@ -7,9 +7,9 @@ from pathlib import Path
 import jax.numpy as jnp
 import numpy as np
 
-from attnbook import exercises
+from attnbook import exercises, positional
 from attnbook.exercises import chapter8
-from test_exercises import wrong_answers_rejected
+from test_exercises import mistakes_named, wrong_answers_rejected
 
 RESULTS = Path(__file__).resolve().parent.parent / "bench" / "results"
 
@@ -67,3 +67,47 @@ def test_stored_answers_match_the_benchmark_results():
     curve = np.mean([[float(r["loss"]) for r in rows if r["seed"] == s] for s in seeds], axis=0)
     first = 32 + int(np.argmax(curve[32:] > np.log(8)))
     assert curve[first] > np.log(8) and exercises.get("8.5").reference() == first
+
+
+def alibi_sign_flipped(T, heads):
+    slopes = 2.0 ** (-8.0 * np.arange(1, heads + 1) / heads)
+    offset = np.arange(T)[:, None] - np.arange(T)[None, :]  # i - j: positive for the past
+    return jnp.asarray(np.where(offset >= 0, slopes[:, None, None] * offset, -np.inf), dtype=jnp.float32)
+
+
+def alibi_without_mask(T, heads):
+    slopes = 2.0 ** (-8.0 * np.arange(1, heads + 1) / heads)
+    offset = np.arange(T)[None, :] - np.arange(T)[:, None]
+    return jnp.asarray(slopes[:, None, None] * np.minimum(offset, 0), dtype=jnp.float32)
+
+
+def t5_bucket_uncapped(distance):
+    n = np.asarray(distance)
+    far = 16 + (np.log(np.maximum(n, 1) / 16) / np.log(8) * 16).astype(int)
+    return np.where(n < 16, n, far)
+
+
+def t5_bucket_bidirectional(distance):  # the bidirectional code: 16 buckets per direction, 8 exact
+    return np.asarray(positional.relative_position_bucket(-np.asarray(distance), bidirectional=True))
+
+
+def untrained_by_distance(T, L):
+    i, j = np.tril_indices(T)
+    return float(np.mean(i - j >= L))
+
+
+def untrained_over_all_pairs(T, L):
+    return chapter8.untrained_fraction(T, L) * (T + 1) / (2 * T)
+
+
+NAMED = {
+    "8.1": [alibi_slopes_from_one, alibi_sign_flipped, alibi_without_mask],
+    "8.2": [t5_bucket_rounded, t5_bucket_uncapped, t5_bucket_bidirectional],
+    "8.3": [untrained_fraction_of_offsets, untrained_by_distance, untrained_over_all_pairs],
+    "8.4": ["nope"],
+    "8.5": [0],
+}
+
+
+def test_common_mistakes_are_named():
+    mistakes_named(NAMED, chapter=8)

@@ -5,6 +5,10 @@ An :class:`Exercise` holds a reference answer and, for a function, a generator o
 (the one set by ``plotting.setup``), either a confirmation or the first failing case: the input,
 the expected and the received output. For an exercise whose answer is a number or a choice, it
 never prints the expected value: that would be the solution.
+
+When a wrong answer matches one of the exercise's known :class:`Mistake` s (a softmax over the wrong
+axis, a mask that hides the diagonal, ...), one more line names the mistake. Every message, the
+errors raised for a wrong exercise id or language included, exists in both languages.
 """
 
 from __future__ import annotations
@@ -27,6 +31,39 @@ Inputs = Callable[[np.random.Generator], dict[str, Any]]
 _REGISTRY: dict[str, "Exercise"] = {}
 
 
+def _error(en: str, ja: str) -> ValueError:
+    """A ValueError whose message is in both languages (it may be raised before a language is known)."""
+    return ValueError(f"{en} / {ja}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Mistake:
+    """A common wrong answer to an exercise, and the sentence that names it, in both languages.
+
+    en, ja: the sentence (printed after ``✗ N.k:`` / ``✗ N.k：``); the two print the same numbers.
+    answer: the mistake itself. For a function exercise, the reference with the mistake applied (same
+        arguments): a wrong answer matches when it agrees with this function on every input of the
+        check, the failing one included. For a number, the mistaken value (or a function of no arguments
+        that returns it), matched within ``rtol``/``atol`` (the exercise's when None). For a choice, the
+        mistaken choice.
+    matches: instead of ``answer``, a predicate. For a function exercise, ``matches(inputs, expected,
+        got)`` on the failing input (e.g. NaN where the reference is finite: an overflow); for a number or
+        a choice, ``matches(value)``.
+    """
+
+    en: str
+    ja: str
+    answer: Any = None
+    matches: Callable[..., bool] | None = None
+    rtol: float | None = None
+    atol: float | None = None
+
+    def __post_init__(self):
+        if (self.answer is None) == (self.matches is None):
+            raise _error("a Mistake needs exactly one of answer and matches",
+                         "Mistake には answer と matches のどちらか一方だけを与えてください")
+
+
 @dataclasses.dataclass(frozen=True)
 class Exercise:
     """One exercise with a checkable answer.
@@ -42,6 +79,8 @@ class Exercise:
     cases: how many random inputs are drawn.
     compare: replaces the default comparison (same structure and shapes, ``allclose``) of the
         reference's and the answer's outputs; returns True when they agree.
+    mistakes: the common wrong answers, each a :class:`Mistake`; the first that a wrong answer matches
+        is named in the message.
     """
 
     id: str
@@ -54,14 +93,18 @@ class Exercise:
     atol: float = 1e-5
     choices: Sequence[Any] = ()
     compare: Callable[[Any, Any], bool] | None = None
+    mistakes: Sequence[Mistake] = ()
 
     def __post_init__(self):
         if self.kind not in ("function", "number", "choice"):
-            raise ValueError(f"kind must be 'function', 'number' or 'choice', got {self.kind!r}")
+            raise _error(f"kind must be 'function', 'number' or 'choice', got {self.kind!r}",
+                         f"kind は 'function'、'number'、'choice' のどれかです。渡されたもの：{self.kind!r}")
         if self.kind == "function" and self.inputs is None and not self.edge_cases:
-            raise ValueError(f"exercise {self.id}: a function exercise needs inputs or edge_cases")
+            raise _error(f"exercise {self.id}: a function exercise needs inputs or edge_cases",
+                         f"演習 {self.id}：関数の演習には inputs か edge_cases が必要です")
         if self.kind == "choice" and not self.choices:
-            raise ValueError(f"exercise {self.id}: a choice exercise needs choices")
+            raise _error(f"exercise {self.id}: a choice exercise needs choices",
+                         f"演習 {self.id}：選択式の演習には choices が必要です")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,7 +127,7 @@ def register(*exercises: Exercise) -> None:
     """Add exercises to the registry that :func:`check` reads (ids must be new)."""
     for exercise in exercises:
         if exercise.id in _REGISTRY:
-            raise ValueError(f"exercise {exercise.id} is registered twice")
+            raise _error(f"exercise {exercise.id} is registered twice", f"演習 {exercise.id} が 2 回登録されています")
         _REGISTRY[exercise.id] = exercise
 
 
@@ -110,15 +153,17 @@ def exercise_ids(chapter: int | None = None) -> list[str]:
     return [i for i in ids if chapter is None or i.split(".")[0] == str(chapter)]
 
 
-def get(exercise_id: str) -> Exercise:
-    """The exercise with this id; a ValueError lists the ids of its chapter if there is none."""
+def get(exercise_id: str, *, lang: str | None = None) -> Exercise:
+    """The exercise with this id; a ValueError lists the ids of its chapter if there is none (in `lang`,
+    by default the page's language)."""
     chapter = str(exercise_id).split(".")[0] if isinstance(exercise_id, str) else ""
     if chapter.isdigit():
         _load(int(chapter))
     if not isinstance(exercise_id, str) or exercise_id not in _REGISTRY:
         chapter = str(exercise_id).split(".")[0]
         known = exercise_ids(int(chapter)) if chapter.isdigit() else exercise_ids()
-        raise ValueError(f"exercise_id must be one of {known}, got {exercise_id!r}")
+        lang = plotting.language() if lang is None else lang
+        raise ValueError(_say("unknown_id", lang, known=known, got=repr(exercise_id)))
     return _REGISTRY[exercise_id]
 
 
@@ -151,6 +196,9 @@ _MESSAGES = {
                    "✗ {id}：答えは {choices} のどれかです。渡されたもの：{got}"),
     "wrong_choice": ("✗ {id}: {got} is not the answer; look again at what the chapter measured.",
                      "✗ {id}：{got} ではありません。章で測った結果をもう一度見てください。"),
+    "mistake": ("✗ {id}: {what}", "✗ {id}：{what}"),
+    "unknown_id": ("exercise_id must be one of {known}, got {got}",
+                   "exercise_id は {known} のどれかです。渡されたもの：{got}"),
 }
 
 
@@ -238,6 +286,7 @@ def _check_function(exercise: Exercise, answer: Any, lang: str, seed: int) -> Re
     cases = [dict(case) for case in exercise.edge_cases]
     cases += [exercise.inputs(rng) for _ in range(exercise.cases if exercise.inputs else 0)]
     n = len(cases)
+    outputs = []  # the answer's output on each case so far, for the mistakes to compare with
     for i, kwargs in enumerate(cases, start=1):
         expected = exercise.reference(**kwargs)
         try:
@@ -259,8 +308,85 @@ def _check_function(exercise: Exercise, answer: Any, lang: str, seed: int) -> Re
             if hint:
                 what, want, have = hint.split("|")
                 lines.append(_say(what, lang, expected=want, got=have))
+            mistake = _function_mistake(exercise, answer, cases, outputs + [got], expected)
+            if mistake is not None:
+                lines.append(_say("mistake", lang, id=ident, what=mistake.ja if lang == "ja" else mistake.en))
             return Result(False, "\n".join(lines))
+        outputs.append(got)
     return Result(True, _say("pass", lang, id=ident, n=n))
+
+
+def _function_mistake(exercise: Exercise, answer: Callable, cases: list[dict], outputs: list[Any],
+                      expected: Any) -> Mistake | None:
+    """The first of the exercise's mistakes that the wrong answer matches, or None.
+
+    `outputs` are the answer's outputs on the first cases, the last one the failing case. A mistake given
+    as a function matches when the answer agrees with it on every case of the check (so a different bug that
+    happens to agree on the failing case alone is not named); a predicate is asked about the failing case.
+    """
+    failing = len(outputs) - 1
+
+    def answer_on(i):
+        while len(outputs) <= i:  # the cases after the failing one, run only when a mistake asks for them
+            try:
+                outputs.append(answer(**cases[len(outputs)]))
+            except Exception:
+                outputs.append(_FAILED)
+        return outputs[i]
+
+    for mistake in exercise.mistakes:
+        try:
+            if mistake.matches is not None:
+                if mistake.matches(dict(cases[failing]), expected, outputs[failing]):
+                    return mistake
+                continue
+            order = [failing] + [i for i in range(len(cases)) if i != failing]
+            if all(_same_output(exercise, mistake.answer(**cases[i]), answer_on(i)) for i in order):
+                return mistake
+        except Exception:  # a mistake that cannot be evaluated on these inputs names nothing
+            continue
+    return None
+
+
+_FAILED = object()
+
+
+def _same_output(exercise: Exercise, mistaken: Any, got: Any) -> bool:
+    if got is _FAILED or got is None:
+        return False
+    try:
+        with np.errstate(all="ignore"):
+            return _agree(exercise, mistaken, got)[0]
+    except (TypeError, ValueError):
+        return False
+
+
+def _value_mistake(exercise: Exercise, answer: Any, value: float | None = None) -> Mistake | None:
+    """The first mistake that a wrong number (`value`) or choice (`answer`) matches, or None."""
+    for mistake in exercise.mistakes:
+        if mistake.matches is not None:
+            try:
+                if mistake.matches(value if exercise.kind == "number" else answer):
+                    return mistake
+            except Exception:
+                pass
+            continue
+        wrong = mistake.answer() if callable(mistake.answer) else mistake.answer
+        if exercise.kind == "choice":
+            if _same_choice(answer, wrong):
+                return mistake
+        elif value is not None and not math.isnan(value) and math.isclose(
+                value, float(wrong), rel_tol=exercise.rtol if mistake.rtol is None else mistake.rtol,
+                abs_tol=exercise.atol if mistake.atol is None else mistake.atol):
+            return mistake
+    return None
+
+
+def _with_mistake(exercise: Exercise, result: Result, mistake: Mistake | None, lang: str) -> Result:
+    if mistake is None:
+        return result
+    line = _say("mistake", lang, id=exercise.id, what=mistake.ja if lang == "ja" else mistake.en)
+    return Result(result.passed, result.message + "\n" + line)
 
 
 def _check_value(exercise: Exercise, answer: Any, lang: str) -> Result:
@@ -271,17 +397,20 @@ def _check_value(exercise: Exercise, answer: Any, lang: str) -> Result:
                                       got=_show(answer)))
         if _same_choice(answer, exercise.reference()):
             return Result(True, _say("pass_value", lang, id=ident))
-        return Result(False, _say("wrong_choice", lang, id=ident, got=_show(answer)))
+        return _with_mistake(exercise, Result(False, _say("wrong_choice", lang, id=ident, got=_show(answer))),
+                             _value_mistake(exercise, answer), lang)
     if isinstance(answer, (bool, np.bool_)) or not isinstance(answer, (numbers.Real, np.number)) \
             and not (isinstance(answer, (np.ndarray, jax.Array)) and np.ndim(answer) == 0):
         return Result(False, _say("not_number", lang, id=ident, got=_show(answer)))
     value, expected = float(answer), exercise.reference()
     if math.isnan(value):
-        return Result(False, _say("not_number", lang, id=ident, got="nan"))
+        return _with_mistake(exercise, Result(False, _say("not_number", lang, id=ident, got="nan")),
+                             _value_mistake(exercise, answer, value), lang)
     if math.isclose(value, float(expected), rel_tol=exercise.rtol, abs_tol=exercise.atol):
         return Result(True, _say("pass_value", lang, id=ident))
     key = "too_large" if value > float(expected) else "too_small"
-    return Result(False, _say(key, lang, id=ident, got=_show(answer)))
+    return _with_mistake(exercise, Result(False, _say(key, lang, id=ident, got=_show(answer))),
+                         _value_mistake(exercise, answer, value), lang)
 
 
 def _same_choice(a: Any, b: Any) -> bool:
@@ -292,10 +421,11 @@ def _same_choice(a: Any, b: Any) -> bool:
 
 def result(exercise_id: str, answer: Any, *, lang: str | None = None, seed: int = 0) -> Result:
     """Check `answer` against exercise `exercise_id` and return the :class:`Result` (no printing)."""
-    exercise = get(exercise_id)
     lang = plotting.language() if lang is None else lang
     if lang not in plotting.LANGUAGES:
-        raise ValueError(f"lang must be one of {plotting.LANGUAGES}, got {lang!r}")
+        raise _error(f"lang must be one of {plotting.LANGUAGES}, got {lang!r}",
+                     f"lang は {plotting.LANGUAGES} のどれかです。渡されたもの：{lang!r}")
+    exercise = get(exercise_id, lang=lang)
     if answer is Ellipsis:  # the starter cell, not yet edited
         return Result(False, _say("unanswered", lang, id=exercise.id))
     if exercise.kind == "function":
@@ -309,7 +439,8 @@ def check(exercise_id: str, answer: Any, *, lang: str | None = None, seed: int =
     A function is run on random inputs (drawn with ``seed``) and on the exercise's edge cases and
     compared with the reference; the first failing input is printed with the expected and the
     received output. A number or a choice is compared with the reference value, which is never
-    printed. Messages are in the page's language (``plotting.setup``) unless `lang` is given.
+    printed; when the answer matches one of the exercise's common mistakes, one more line names it.
+    Messages are in the page's language (``plotting.setup``) unless `lang` is given (``"en"`` or ``"ja"``).
     Nothing is raised for a wrong answer, so "Run all" goes on past an unfinished exercise.
     """
     print(result(exercise_id, answer, lang=lang, seed=seed).message)

@@ -3,7 +3,7 @@
 import numpy as np
 
 from attnbook.data import MARKOV_TRANSITION
-from attnbook.exercises._core import Exercise, register
+from attnbook.exercises._core import Exercise, Mistake, register
 from attnbook.masking import causal_mask
 
 
@@ -101,6 +101,27 @@ def _sun_after_sun(tau=0.5):
     return float(p[2] / p.sum())
 
 
+def _tri(T, k):
+    """True where key j <= i + k (k = 0: the causal mask)."""
+    return np.tri(T, k=k, dtype=bool)
+
+
+def _padded_masks(lengths, T, left=True, keys=True, causal=True):
+    """3.2's mask and its common mistakes: the padding on the right, the padded keys left visible, no causal part.
+    (Under the causal mask a padding query on the left sees only padded keys: masking the keys masks its row.)"""
+    i = np.arange(T)
+    lengths = np.asarray(lengths)[:, None]
+    real = i[None, :] >= T - lengths if left else i[None, :] < lengths
+    mask = real[:, :, None] & (real[:, None, :] if keys else True)
+    return mask & (i[None, :] <= i[:, None]) if causal else mask
+
+
+def _sun_after_sun_tau_power(tau=0.5):
+    """P ** tau instead of P ** (1 / tau): the logits multiplied by tau."""
+    p = MARKOV_TRANSITION[2] ** tau
+    return float(p[2] / p.sum())
+
+
 register(
     # 3.1 (implement): the causal mask, True where query i may attend to key j <= i.
     Exercise(
@@ -109,6 +130,18 @@ register(
         reference=lambda T: causal_mask(T),
         inputs=lambda rng: {"T": int(rng.integers(2, 7))},
         edge_cases=({"T": 1},),
+        mistakes=(
+            Mistake("a token must see itself: your mask hides the diagonal (j < i), where the causal mask has j <= i.",
+                    "トークンは自分自身を見られなければなりません。対角成分が False です（j < i）。因果マスクは j <= i です。",
+                    answer=lambda T: _tri(T, -1)),
+            Mistake("your mask is transposed: row i is the query, and it may attend to the keys j <= i, the past, "
+                    "not to j >= i.",
+                    "マスクが転置されています。行 i がクエリで、見てよいのは過去のキー j <= i です。j >= i ではありません。",
+                    answer=lambda T: _tri(T, 0).T),
+            Mistake("off by one: query i also sees key i + 1, one token of the future (j <= i + 1 instead of j <= i).",
+                    "1 つずれています。クエリ i が未来のキー i + 1 まで見ています（j <= i ではなく j <= i + 1）。",
+                    answer=lambda T: _tri(T, 1)),
+        ),
     ),
     # 3.2 (implement): the causal mask of a left-padded batch, as the sampler of the chapter feeds
     # the model: real tokens at the end, the padding first, (B, T, T).
@@ -118,6 +151,22 @@ register(
         reference=_left_padded_causal_mask,
         inputs=_lengths,
         edge_cases=({"lengths": np.array([1]), "T": 1}, {"lengths": np.array([0, 3, 2]), "T": 3}),
+        mistakes=(
+            Mistake("the padding is on the left: the n real tokens are the last n of the T positions, not the first n.",
+                    "パディングは左側です。n 個の実トークンは T 個の位置の先頭ではなく、末尾の n 個です。",
+                    answer=lambda lengths, T: _padded_masks(lengths, T, left=False)),
+            Mistake("a real token must not attend to the padding before it: mask the padded keys (columns), not "
+                    "only the padded queries (rows).",
+                    "実トークンは、その前にあるパディングを見てはいけません。パディングのクエリ（行）だけでなく、"
+                    "パディングのキー（列）もマスクします。",
+                    answer=lambda lengths, T: _padded_masks(lengths, T, keys=False)),
+            Mistake("the causal part is missing: combine the padding with j <= i.",
+                    "因果マスクの部分がありません。パディングのマスクと j <= i を組み合わせます。",
+                    answer=lambda lengths, T: _padded_masks(lengths, T, causal=False)),
+            Mistake("your masks are transposed: entry [b, i, j] is query i and key j, and query i sees the keys j <= i.",
+                    "マスクが転置されています。要素 [b, i, j] はクエリ i とキー j で、クエリ i が見るのはキー j <= i です。",
+                    answer=lambda lengths, T: np.swapaxes(_left_padded_causal_mask(lengths, T), 1, 2)),
+        ),
     ),
     # 3.3 (predict, choice): the -1e9 fill in bfloat16, on a fully masked row: float32's range, so
     # -1e9 stays finite and the row gets uniform weights (float16 overflows to -inf: NaN).
@@ -126,6 +175,18 @@ register(
         kind="choice",
         reference=lambda: "uniform",
         choices=("nan", "uniform", "zero"),
+        mistakes=(
+            Mistake("bfloat16 is 16 bits like float16, but it keeps float32's 8 exponent bits: -1e9 does not overflow "
+                    "to -inf there, so no inf - inf and no NaN.",
+                    "bfloat16 は float16 と同じ 16 ビットですが、指数部は float32 と同じ 8 ビットです。"
+                    "-1e9 は -inf にならないので、inf - inf も NaN も生じません。",
+                    answer="nan"),
+            Mistake("zero weights are the library's convention for a fully masked row, which takes an explicit test; "
+                    "a plain softmax of a row of equal finite scores does not give them.",
+                    "重みがゼロになるのは、全部マスクされた行を明示的に扱うライブラリの約束です。"
+                    "等しい有限のスコアの行をそのまま softmax しても、そうはなりません。",
+                    answer="zero"),
+        ),
     ),
     # 3.4 (implement): the perturbation test of causality: which input rows each output row of a
     # black-box model (NumPy attention layers) depends on, (T, T) bool; the reference reads it from
@@ -138,6 +199,19 @@ register(
                                             int(rng.integers(1000))),
         edge_cases=tuple(_model_and_input(kind, T, seed) for kind, T, seed in
                          [("causal", 1, 0), ("reversed", 4, 1), ("windows", 5, 2)]),
+        mistakes=(
+            Mistake("your matrix is transposed: entry [i, j] says whether output row i changes when input row j does.",
+                    "行列が転置されています。要素 [i, j] は、入力の行 j を変えたときに出力の行 i が変わるかどうかです。",
+                    answer=lambda f, x: f.dependence().T),
+            Mistake("a row depends on itself too: output row i changes with input row i, its own query.",
+                    "行は自分自身にも依存します。出力の行 i は、自分のクエリである入力の行 i でも変わります。",
+                    answer=lambda f, x: f.dependence() & ~np.eye(len(x), dtype=bool)),
+            Mistake("no output row changed at all: your nudge is too small for your tolerance (moved by 1, a row "
+                    "changes the rows that depend on it by more than 1e-3).",
+                    "どの出力行も変化していません。入力を動かす量が許容誤差に比べて小さすぎます"
+                    "（行を 1 動かすと、それに依存する行は 1e-3 より大きく変わります）。",
+                    answer=lambda f, x: np.zeros((len(x), len(x)), dtype=bool)),
+        ),
     ),
     # 3.5 (predict, number): P(☀ -> ☀) at temperature 0.5 for a model that learned the chain
     # exactly: P[☀, ☀]^2 / sum_v P[☀, v]^2 = 0.25 / 0.38.
@@ -147,5 +221,13 @@ register(
         reference=_sun_after_sun,
         rtol=0,
         atol=1e-3,
+        mistakes=(
+            Mistake("you raised the probabilities to the power τ; dividing the logits by τ raises them to the power 1/τ.",
+                    "確率を τ 乗しています。ロジットを τ で割ると、確率は 1/τ 乗になります。",
+                    answer=_sun_after_sun_tau_power),
+            Mistake("that is P(☀ | ☀) at temperature 1, the chain itself; at τ = 0.5 the logits are divided by τ first.",
+                    "それは温度 1 での P(☀ | ☀)、つまり連鎖そのものです。τ = 0.5 では先にロジットを τ で割ります。",
+                    answer=0.5),
+        ),
     ),
 )

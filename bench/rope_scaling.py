@@ -26,8 +26,13 @@ Writes
   the second (paired by seed: the same training data and initial key), whether that holds for every seed, and the
   mean difference;
 - bench/results/rope_scaling_per_position.csv: the loss at every position, per method, seed and length;
-- bench/results/rope_scaling.json: machine, load, versions, settings, timings, and the check that plain RoPE and
-  ALiBi reproduce chapter 8's stored numbers (bench/results/positions_extrapolation.csv).
+- bench/results/rope_scaling.json: machine, load, versions, settings, timings, the check that plain RoPE and
+  ALiBi reproduce chapter 8's stored numbers (bench/results/positions_extrapolation.csv), and per method and pair
+  the largest angle read over the largest angle trained (``angle_ranges``).
+
+The stored run took about 11 minutes on a 2-core machine shared with other jobs (load average 8 to 15; an earlier
+run under load 5 to 9 took 8 minutes and gave identical CSVs); it trains
+2 x 5 models of chapter 8 with chapter 8's own settings (300 steps), nothing fewer:
 
     python bench/rope_scaling.py
 """
@@ -68,6 +73,21 @@ class YaRNWithoutTemperature(positional.YaRNScaling):
 def scalings(m: int, L: int) -> dict:
     return {"rope": None, "pi": positional.PositionInterpolation(m), "ntk": positional.NTKAwareScaling(m),
             "yarn": positional.YaRNScaling(m, L), "yarn_no_temperature": YaRNWithoutTemperature(m, L)}
+
+
+def angle_ranges(L: int, d: int) -> dict:
+    """Per method, length and pair: the largest angle read at m L over the largest angle trained at L.
+
+    Above 1 for a pair that turns less than once over L, the model meets rotations it never saw (chapter 8's
+    explanation of RoPE's failure); a pair that turns many times over L has seen every angle already.
+    """
+    plain = positional.frequencies(d)
+    out = {"turns_over_L_per_pair": (L * plain / (2 * np.pi)).round(4).tolist()}
+    for m in MULTIPLES:
+        for name, scaling in scalings(m, L).items():
+            omega = plain if scaling is None else scaling.frequencies(d)
+            out[f"{name}_{m * L}"] = ((m * L - 1) * omega / ((L - 1) * plain)).round(3).tolist()
+    return out
 
 
 def chapter8_stored() -> dict:
@@ -162,6 +182,7 @@ def main() -> None:
         yarn_ramp={m: dict(correction_range=positional.YaRNScaling(m, L).correction_range(8),
                            frequencies=positional.YaRNScaling(m, L).frequencies(8).tolist(),
                            magnitude=positional.YaRNScaling(m, L).magnitude) for m in MULTIPLES},
+        max_angle_over_trained_max_angle=angle_ranges(L, ex.SETTINGS["d_model"] // ex.SETTINGS["heads"]),
         eval_sequences="every length is a prefix of the same 8L sequences (ex.experiment_eval_data)",
         excess="loss minus the optimum (mean entropy of the true next-token distribution) of the same targets",
         comparisons="rope_scaling_comparisons.csv: seeds_below = on how many seeds the method's excess beyond L is "

@@ -21,6 +21,9 @@ self-attention and a feed-forward layer (chapter 7's), and reads out logits. ``e
 
 :func:`train` trains one encoding for several seeds at once (``vmap`` over seeds, ``lax.scan`` over steps,
 one jitted program); :func:`loss_per_position` evaluates a trained model at any length.
+
+Chapter 9 evaluates the RoPE models with RoPE stretched (``scaling=``, a :mod:`attnbook.positional` scaling),
+without retraining; ``scaling=None`` (the default) leaves every result of chapter 8 as it was.
 """
 
 from __future__ import annotations
@@ -220,7 +223,7 @@ class PositionModel(eqx.Module):
         bias = jnp.zeros((self.heads, length, length), jnp.float32) if bias is None else bias
         return jnp.where(far[None], -jnp.inf, bias)
 
-    def _run(self, tokens, max_offset, with_weights):
+    def _run(self, tokens, max_offset, with_weights, scaling=None):
         tokens = _checks.tokens("tokens", tokens, self.head.weight.shape[1])
         length, d_model = tokens.shape[0], self.embedding.shape[1]
         x = self.embedding[tokens]
@@ -230,6 +233,10 @@ class PositionModel(eqx.Module):
             x = x + self.positions(length)
         bias = self._scores_bias(length, max_offset)
         hook = positional.rope_heads if self.encoding == "rope" else None
+        if scaling is not None:  # chapter 9: RoPE stretched at evaluation time
+            if self.encoding != "rope":
+                raise ValueError(f"scaling applies to RoPE only, but this model's encoding is {self.encoding!r}")
+            hook = positional.scaled_rope_heads(scaling)
         weights = []
         for block in self.blocks:
             if with_weights:  # the weights the block's mixer computes from its pre-LN input, (heads, T, T)
@@ -241,19 +248,23 @@ class PositionModel(eqx.Module):
         return (logits, jnp.stack(weights)) if with_weights else logits
 
     @_checks.shaped
-    def __call__(self, tokens: Int[Array, " T"], max_offset: int | None = None) -> Float[Array, "T vocab"]:
+    def __call__(self, tokens: Int[Array, " T"], max_offset: int | None = None, *, scaling=None
+                 ) -> Float[Array, "T vocab"]:
         """Next-token logits for integer ``tokens (T,)`` in ``0 .. vocab_size - 1`` (checked, also under jit).
 
         ``max_offset`` (optional) restricts every head's attention to the keys at offsets ``i - j < max_offset``
-        (a diagnostic: the model was trained without it).
+        (a diagnostic: the model was trained without it). ``scaling`` (optional, RoPE models only; chapter 9):
+        a :class:`~attnbook.positional.PositionInterpolation`, :class:`~attnbook.positional.NTKAwareScaling` or
+        :class:`~attnbook.positional.YaRNScaling` applied to every head's RoPE, without retraining; ``None``
+        is the model as trained.
         """
-        return self._run(tokens, max_offset, False)
+        return self._run(tokens, max_offset, False, scaling)
 
     @_checks.shaped
-    def attention_weights(self, tokens: Int[Array, " T"], max_offset: int | None = None
+    def attention_weights(self, tokens: Int[Array, " T"], max_offset: int | None = None, *, scaling=None
                           ) -> tuple[Float[Array, "T vocab"], Float[Array, "depth heads T T"]]:
         """The logits and every block's attention weights ``(depth, heads, T, T)`` (query ``i``, key ``j``)."""
-        return self._run(tokens, max_offset, True)
+        return self._run(tokens, max_offset, True, scaling)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -262,22 +273,33 @@ class PositionModel(eqx.Module):
 
 @_checks.shaped
 def loss_per_position(model: PositionModel, inputs: Int[Array, "N T"], targets: Int[Array, "N T"],
-                      *, max_offset: int | None = None) -> Float[Array, " T"]:
+                      *, max_offset: int | None = None, scaling=None) -> Float[Array, " T"]:
     """Mean cross-entropy (nats) at each position over the ``N`` sequences: shape ``(T,)``.
 
-    ``targets`` must lie in ``[0, vocab_size)``, also under ``jit``. ``max_offset``: see :class:`PositionModel`.
+    ``targets`` must lie in ``[0, vocab_size)``, also under ``jit``. ``max_offset`` and ``scaling`` (a RoPE
+    scaling of chapter 9, applied at evaluation only): see :class:`PositionModel`.
     """
     if not isinstance(model, PositionModel):
         raise TypeError(f"model must be a PositionModel, got {type(model).__name__}")
     targets = _checks.integers_in_range("targets", targets, 0, model.head.weight.shape[1])
     if max_offset is not None:
         max_offset = _checks.positive_int("max_offset", max_offset)
-    return jnp.mean(_eval_loss(model, inputs, targets, max_offset), axis=0)
+    if scaling is None:
+        return jnp.mean(_eval_loss(model, inputs, targets, max_offset), axis=0)
+    scaling = positional._check_scaling(scaling)
+    if model.encoding != "rope":
+        raise ValueError(f"scaling applies to RoPE only, but this model's encoding is {model.encoding!r}")
+    return jnp.mean(_eval_loss_scaled(model, inputs, targets, max_offset, scaling), axis=0)
 
 
 @eqx.filter_jit
 def _eval_loss(model, inputs, targets, max_offset=None):
     return train_module.cross_entropy(jax.vmap(lambda t: model(t, max_offset))(inputs), targets)
+
+
+@eqx.filter_jit
+def _eval_loss_scaled(model, inputs, targets, max_offset, scaling):
+    return train_module.cross_entropy(jax.vmap(lambda t: model(t, max_offset, scaling=scaling))(inputs), targets)
 
 
 @_checks.shaped

@@ -2,6 +2,7 @@
 
 A boolean mask ``mask[i, j]`` is True where query ``i`` may attend to key ``j``, the
 convention of ``jax.nn.dot_product_attention`` and ``equinox.nn.MultiheadAttention``.
+Chapter 9 adds the causal sliding window (:func:`sliding_window_mask`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,21 @@ def causal_mask(length: int) -> Bool[Array, "length length"]:
     """
     length = _checks.nonnegative_int("length", length)
     return jnp.tril(jnp.ones((length, length), dtype=bool))
+
+
+def sliding_window_mask(length: int, window: int) -> Bool[Array, "length length"]:
+    """Causal sliding-window mask (chapter 9), shape ``(length, length)``: True where ``0 <= i - j < window``.
+
+    Query ``i`` sees itself and the ``window - 1`` keys before it; keys older than that, and the future, are
+    masked. This is the causal window of Mistral 7B (Jiang et al. 2023; Hugging Face's ``sliding_window``:
+    key ``j`` is dropped when ``j <= i - window``), the one-sided form of Longformer's local attention (Beltagy
+    et al. 2020). It bounds both the work per query and the cache of keys and values to ``window``.
+    ``window`` is a positive integer; with ``window >= length`` the mask is :func:`causal_mask`.
+    """
+    length = _checks.nonnegative_int("length", length)
+    window = _checks.positive_int("window", window)
+    offset = jnp.arange(length)[:, None] - jnp.arange(length)[None, :]  # i - j
+    return (offset >= 0) & (offset < window)
 
 
 @_checks.shaped

@@ -7,9 +7,19 @@ of ALiBi (Press et al. 2022). Rows are positions (tokens), columns are features.
 Chapter 8 adds learned absolute position embeddings (:class:`LearnedPositions`, clamped beyond the
 trained length), T5's relative position buckets and a learned relative bias (Raffel et al. 2020), and
 ALiBi's causal bias ``slope * (j - i)``.
+
+Chapter 9 adds three ways of stretching RoPE beyond the length it was trained at, each a frozen scaling object
+that :func:`rope` and :func:`rope_heads` take as ``scaling=`` (``None``, the default, is plain RoPE, unchanged):
+position interpolation (:class:`PositionInterpolation`, Chen et al. 2023), "NTK-aware" scaling of the base
+(:class:`NTKAwareScaling`, bloc97 2023; Rozière et al. 2023) and YaRN (:class:`YaRNScaling`, Peng et al. 2023).
+They live here, beside the RoPE they change, because each is only a new set of per-pair frequencies (and, for
+YaRN, a magnitude); at scale 1 each returns the plain frequencies bit for bit.
 """
 
 from __future__ import annotations
+
+import dataclasses
+import math
 
 import equinox as eqx
 import jax
@@ -72,36 +82,220 @@ def relative_rotation(offset: int, d_model: int, base: float = 10000.0) -> Float
 
 
 @_checks.shaped
-def rope(x: Float[Array, "T d"], base: float = 10000.0) -> Float[Array, "T d"]:
+def rope(x: Float[Array, "T d"], base: float = 10000.0, *, scaling=None) -> Float[Array, "T d"]:
     """Rotary position embedding: rotate each feature pair of token ``p`` by ``p * omega_i``.
 
     ``x`` is a float array of shape ``(T, d)`` with ``d`` even; so is the result, in the dtype
     of ``x`` (an integer ``x`` is a ``TypeError``: its rotation would be rounded to integers).
     Applied to queries and keys, it makes ``rope(q)[m] . rope(k)[n]`` depend on positions only
     through ``m - n``. Pairs are adjacent columns ``(2i, 2i + 1)``, as in the RoPE paper.
+
+    ``scaling`` (chapter 9): one of :class:`PositionInterpolation`, :class:`NTKAwareScaling`,
+    :class:`YaRNScaling`; the frequencies become ``scaling.frequencies(d, base)`` and the rotated
+    vector is multiplied by ``scaling.magnitude`` (YaRN's ``sqrt(1/t)``; 1 for the others, then no
+    multiplication is done). ``None`` (the default) is plain RoPE.
     """
     x = jnp.asarray(x)  # nested lists of floats work too
     length, d = x.shape
     if d % 2:
         raise ValueError(f"x must have an even number of features d for RoPE, got shape {tuple(x.shape)}")
-    angles = np.arange(length)[:, None] * frequencies(d, base)[None, :]  # (T, d/2)
+    if scaling is None:
+        omega, magnitude = frequencies(d, base), 1.0
+    else:
+        scaling = _check_scaling(scaling)
+        omega, magnitude = scaling.frequencies(d, base), scaling.magnitude
+    angles = np.arange(length)[:, None] * omega[None, :]  # (T, d/2)
     cos = jnp.asarray(np.cos(angles), dtype=x.dtype)
     sin = jnp.asarray(np.sin(angles), dtype=x.dtype)
     even, odd = x[:, 0::2], x[:, 1::2]
     rotated = jnp.stack([even * cos - odd * sin, even * sin + odd * cos], axis=-1)
+    if magnitude != 1.0:
+        rotated = rotated * jnp.asarray(magnitude, dtype=x.dtype)
     return rotated.reshape(length, d)
 
 
 @_checks.shaped
-def rope_heads(q: Float[Array, "Tq heads dq"], k: Float[Array, "Tk heads dq"], v: Float[Array, "Tk heads dv"]
+def rope_heads(q: Float[Array, "Tq heads dq"], k: Float[Array, "Tk heads dq"], v: Float[Array, "Tk heads dv"],
+               *, scaling=None
                ) -> tuple[Float[Array, "Tq heads dq"], Float[Array, "Tk heads dq"], Float[Array, "Tk heads dv"]]:
     """:func:`rope` on every head of projected queries and keys (values unchanged): a ``process_heads`` hook.
 
     Shapes are those of :meth:`attnbook.mha.MultiHeadAttention.project`, ``(T, heads, features)``; pass it as
-    ``layer(x, x, x, process_heads=rope_heads)``.
+    ``layer(x, x, x, process_heads=rope_heads)``. With a ``scaling`` (chapter 9), pass
+    ``functools.partial(rope_heads, scaling=...)``, or :func:`scaled_rope_heads`.
     """
-    rotate = jax.vmap(rope, in_axes=1, out_axes=1)  # per head, over positions
+    if scaling is None:
+        rotate = jax.vmap(rope, in_axes=1, out_axes=1)  # per head, over positions
+    else:
+        scaling = _check_scaling(scaling)
+        rotate = jax.vmap(lambda x: rope(x, scaling=scaling), in_axes=1, out_axes=1)
     return rotate(q), rotate(k), v
+
+
+def scaled_rope_heads(scaling):
+    """The ``process_heads`` hook :func:`rope_heads` with ``scaling`` (``None``: :func:`rope_heads` itself)."""
+    if scaling is None:
+        return rope_heads
+    scaling = _check_scaling(scaling)
+
+    def hook(q, k, v):
+        return rope_heads(q, k, v, scaling=scaling)
+
+    return hook
+
+
+# ---------------------------------------------------------------------------------------------
+# Chapter 9: RoPE stretched beyond its training length
+
+
+def _scale_factor(scale) -> float:
+    scale = _checks.positive_float("scale", scale)
+    if scale < 1.0:
+        raise ValueError(f"scale must be >= 1 (the new length over the trained one, L'/L), got {scale!r}")
+    return scale
+
+
+def _even_d(d: int, minimum: int = 2) -> int:
+    d = _checks.positive_int("d", d)
+    if d % 2 or d < minimum:
+        raise ValueError(f"d must be an even number of features >= {minimum}, got {d}")
+    return d
+
+
+@dataclasses.dataclass(frozen=True)
+class PositionInterpolation:
+    """Position interpolation (PI; Chen et al. 2023, arXiv:2306.15595): positions scaled down by ``L/L'``.
+
+    A model trained at length ``L`` and read at ``L' = s L`` sees position ``m`` as ``m L / L' = m / s``:
+
+        f'(x, m) = f(x, m L / L'),   so every angle is   m * omega_i / s,   omega_i = base ** (-2i / d).
+
+    Every angle stays inside the range trained at, and neighbouring positions come ``1/s`` apart.
+    ``scale`` is ``s = L' / L >= 1``; ``frequencies(d, base)`` returns ``omega_i / s`` (float64,
+    ``(d/2,)``); ``magnitude`` is 1. At ``s = 1`` the frequencies are :func:`frequencies`' exactly.
+    """
+
+    scale: float
+
+    def __post_init__(self):
+        object.__setattr__(self, "scale", _scale_factor(self.scale))
+
+    @property
+    def magnitude(self) -> float:
+        return 1.0
+
+    def frequencies(self, d: int, base: float = 10000.0) -> Float[np.ndarray, " pairs"]:
+        return frequencies(_even_d(d), base) / self.scale
+
+
+@dataclasses.dataclass(frozen=True)
+class NTKAwareScaling:
+    """"NTK-aware" scaling (bloc97 2023; used by Code Llama, Rozière et al. 2023): the base raised.
+
+    The base becomes ``b' = b * s ** (d / (d - 2))``, so that the lowest frequency ``omega_{d/2-1} =
+    b ** (-(d-2)/d)`` is divided by exactly ``s`` (interpolated, as PI would) while the highest,
+    ``omega_0 = 1``, is unchanged (extrapolated); the pairs between are divided by ``s ** (2i / (d - 2))``:
+
+        omega'_i = (b * s ** (d / (d - 2))) ** (-2i / d).
+
+    ``scale`` is ``s = L' / L >= 1``; ``frequencies(d, base)`` (``d >= 4``: with one pair there is no
+    lowest frequency to stretch) returns ``omega'_i``; ``magnitude`` is 1. At ``s = 1``, ``b' = b`` exactly.
+    """
+
+    scale: float
+
+    def __post_init__(self):
+        object.__setattr__(self, "scale", _scale_factor(self.scale))
+
+    @property
+    def magnitude(self) -> float:
+        return 1.0
+
+    def base(self, d: int, base: float = 10000.0) -> float:
+        """The raised base ``b * s ** (d / (d - 2))``."""
+        d = _even_d(d, minimum=4)
+        return _checks.positive_float("base", base) * self.scale ** (d / (d - 2))
+
+    def frequencies(self, d: int, base: float = 10000.0) -> Float[np.ndarray, " pairs"]:
+        return frequencies(d, self.base(d, base))
+
+
+@dataclasses.dataclass(frozen=True)
+class YaRNScaling:
+    """YaRN (Peng et al. 2023, arXiv:2309.00071): interpolate the low frequencies only, and sharpen attention.
+
+    "NTK-by-parts" interpolation: pair ``i`` of wavelength ``lambda_i = 2 pi / omega_i`` turns ``r_i = L /
+    lambda_i`` times over the original length ``L``. Pairs that turn many times (``r > beta``) keep their
+    frequency, pairs that turn less than ``alpha`` times are interpolated as PI does, a linear ramp between:
+
+        omega'_i = (1 - gamma_i) * omega_i / s + gamma_i * omega_i,
+        gamma(r) = 0 if r < alpha,  1 if r > beta,  (r - alpha) / (beta - alpha) otherwise,
+
+    with the paper's ``alpha = 1``, ``beta = 32``. Plus an attention temperature ``t``: the logits are divided by
+    ``t``, done by multiplying the rotated queries and keys by ``magnitude = sqrt(1/t) = 0.1 ln(s) + 1``
+    (1 for ``s <= 1``).
+
+    The ramp follows the authors' code (jquesnelle/yarn, ``scaled_rope/LlamaYaRNScaledRotaryEmbedding.py``, as
+    the released YaRN models and Hugging Face's ``rope_type="yarn"`` do), which is linear in the *pair index*
+    rather than in ``r``: with ``i(r) = d ln(L / (2 pi r)) / (2 ln b)`` the index at which a pair turns ``r`` times,
+    ``low = max(floor(i(beta)), 0)``, ``high = min(ceil(i(alpha)), d - 1)`` (``high += 0.001`` if equal) and
+    ``1 - gamma_i = clip((i - low) / (high - low), 0, 1)`` (:meth:`ramp`). The frequencies are computed as
+    ``omega_i * (1 - ramp_i * (1 - 1/s))``, the same number written so that ``s = 1`` gives ``omega_i`` exactly.
+
+    Args: ``scale`` ``s = L' / L >= 1``; ``original_length`` ``L``, the length trained at; ``alpha``, ``beta``:
+    the ramp's ends in turns over ``L`` (``0 < alpha < beta``).
+    """
+
+    scale: float
+    original_length: int
+    alpha: float = 1.0
+    beta: float = 32.0
+
+    def __post_init__(self):
+        object.__setattr__(self, "scale", _scale_factor(self.scale))
+        object.__setattr__(self, "original_length", _checks.positive_int("original_length", self.original_length))
+        alpha = _checks.positive_float("alpha", self.alpha)
+        beta = _checks.positive_float("beta", self.beta)
+        if not alpha < beta:
+            raise ValueError(f"alpha must be below beta (turns over the original length), got alpha={alpha}, "
+                             f"beta={beta}")
+        object.__setattr__(self, "alpha", alpha)
+        object.__setattr__(self, "beta", beta)
+
+    @property
+    def magnitude(self) -> float:
+        """``sqrt(1/t) = 0.1 ln(s) + 1``, the factor on queries and keys (so ``1/t`` on the logits)."""
+        return 0.1 * math.log(self.scale) + 1.0 if self.scale > 1.0 else 1.0
+
+    def correction_range(self, d: int, base: float = 10000.0) -> tuple[int, int]:
+        """``(low, high)``: the pair indices where the ramp starts and ends (see the class docstring)."""
+        d = _even_d(d)
+        base = _checks.positive_float("base", base)
+
+        def index(turns):  # the pair index whose wavelength fits `turns` times in the original length
+            return d * math.log(self.original_length / (turns * 2 * math.pi)) / (2 * math.log(base))
+
+        return max(math.floor(index(self.beta)), 0), min(math.ceil(index(self.alpha)), d - 1)
+
+    def ramp(self, d: int, base: float = 10000.0) -> Float[np.ndarray, " pairs"]:
+        """``1 - gamma_i`` per pair: 0 for pairs kept as trained, 1 for pairs interpolated fully."""
+        low, high = self.correction_range(d, base)
+        high = high + 0.001 if low == high else high  # as the authors' code: no division by zero
+        return np.clip((np.arange(d // 2, dtype=np.float64) - low) / (high - low), 0.0, 1.0)
+
+    def frequencies(self, d: int, base: float = 10000.0) -> Float[np.ndarray, " pairs"]:
+        return frequencies(_even_d(d), base) * (1.0 - self.ramp(d, base) * (1.0 - 1.0 / self.scale))
+
+
+RopeScaling = PositionInterpolation | NTKAwareScaling | YaRNScaling
+"""Any of chapter 9's RoPE scalings."""
+
+
+def _check_scaling(scaling):
+    if not isinstance(scaling, (PositionInterpolation, NTKAwareScaling, YaRNScaling)):
+        raise TypeError(f"scaling must be None, a PositionInterpolation, an NTKAwareScaling or a YaRNScaling, "
+                        f"got {_checks.describe(scaling)}")
+    return scaling
 
 
 def alibi_slopes(num_heads: int) -> Float[np.ndarray, " num_heads"]:

@@ -117,8 +117,17 @@ def test_yarn_matches_the_authors_code(scale, d, base, original):
     np.testing.assert_allclose(scaling.frequencies(d, base), inv_freq, rtol=1e-14, atol=0)
     assert scaling.magnitude == pytest.approx(mscale, rel=1e-15)
     assert scaling.correction_range(d, base) == ref_find_correction_range(32, 1, d, base, original)
-    x = np.asarray(jax.random.normal(jax.random.key(3), (8 * original, d)))
-    want = rotate_pairs(x.astype(np.float64), np.arange(8 * original)[:, None] * inv_freq[None, :], mscale)
+
+
+@pytest.mark.parametrize("scale", [1.5, 16.0])
+@pytest.mark.parametrize("d, base, original", [(8, 10000.0, 32), (128, 500000.0, 8192), (32, 10.0, 4)])
+def test_yarn_rope_rotates_as_the_authors_code(scale, d, base, original):
+    """The rotation itself, past the trained length (one compilation per case, so fewer cases than above)."""
+    scaling = P.YaRNScaling(scale, original)
+    inv_freq, mscale = ref_yarn(d, base, scale, original)
+    length = min(8 * original, 4096)
+    x = np.asarray(jax.random.normal(jax.random.key(3), (length, d)))
+    want = rotate_pairs(x.astype(np.float64), np.arange(length)[:, None] * inv_freq[None, :], mscale)
     np.testing.assert_allclose(np.asarray(P.rope(x, base, scaling=scaling)), want, rtol=1e-5, atol=1e-5)
 
 

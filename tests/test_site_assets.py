@@ -52,3 +52,40 @@ def test_language_switch_targets():
                + f"console.log(JSON.stringify({json.dumps(list(cases))}.map(twin)));")
     out = subprocess.run(["node", "-e", program], text=True, capture_output=True, check=True).stdout
     assert json.loads(out) == list(cases.values())
+
+
+def chapter_titles(lang: str) -> list[tuple[str, str]]:
+    """(number, title) of every numbered chapter of the edition's profile, the title from the
+    notebook's first heading."""
+    from tools import sitecheck
+
+    titles = []
+    for page in sitecheck.book_pages(ROOT, lang):
+        if page.number is None or not page.number.isdigit():
+            continue
+        cells = json.loads((ROOT / page.source).read_text(encoding="utf-8"))["cells"]
+        heading = next(line for cell in cells if cell["cell_type"] == "markdown"
+                       for line in "".join(cell["source"]).splitlines() if line.startswith("# "))
+        titles.append((page.number, heading[2:].split(" {#")[0].strip()))
+    return titles
+
+
+def test_preface_and_chooser_name_every_chapter():
+    """Text kept current: each chapter the profiles list is named, with its number and title, in the
+    Preface of its edition, and by its title in both languages on the chooser page."""
+    chooser = (ROOT / "site" / "index.html").read_text(encoding="utf-8")
+    for lang, mention in (("en", "Chapter {n}, {title}"), ("ja", "第 {n} 章　{title}")):
+        preface = (ROOT / "chapters" / lang / "_preface.qmd").read_text(encoding="utf-8")
+        titles = chapter_titles(lang)
+        assert len(titles) >= 8
+        for n, title in titles:
+            assert mention.format(n=n, title=title) in preface, f"{lang} Preface does not name chapter {n}"
+            assert title.replace("&", "&amp;") in chooser, f"site/index.html does not name {title!r}"
+
+
+def test_japanese_references_keep_author_lists_latin():
+    """site/book.csl: the Japanese edition writes "Press, Smith, and Lewis", never 「と」 or 「ほか」."""
+    csl = (ROOT / "site" / "book.csl").read_text(encoding="utf-8")
+    ja = csl[csl.index('<locale xml:lang="ja">'):]
+    ja = ja[:ja.index("</locale>")]
+    assert '<term name="and">and</term>' in ja and '<term name="et-al">et al.</term>' in ja

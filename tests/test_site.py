@@ -431,7 +431,21 @@ LAYOUT_JS = TYPESET + r"""
   var root = document.documentElement;
   // On a phone an overflowing page is zoomed out: innerWidth grows with it.
   var wide = Math.max(root.scrollWidth, innerWidth);
-  if (wide > width) out.push(["page", "the page is " + wide + " px wide on a " + width + " px screen"]);
+  if (wide > width) {
+    // Name the culprits: visible elements that stick out past the screen while their parent does not.
+    // (Not fixed bars, which follow the zoomed-out viewport, nor what scrolls inside a box.)
+    var culprits = Array.prototype.filter.call(document.body.querySelectorAll("*"), function (el) {
+      var r = el.getBoundingClientRect(), p = el.parentElement && el.parentElement.getBoundingClientRect();
+      if (!(r.width > 0 && r.right > width + 1 && p && p.right <= width + 1)) return false;
+      for (var a = el; a && a !== document.body; a = a.parentElement) {
+        var s = getComputedStyle(a);
+        if (s.position === "fixed" || (a !== el && s.overflowX !== "visible")) return false;
+      }
+      return true;
+    }).slice(0, 3).map(label);
+    out.push(["page", "the page is " + wide + " px wide on a " + width + " px screen" +
+              (culprits.length ? " (sticking out: " + culprits.join("; ") + ")" : "")]);
+  }
   // The language link and search, visible and inside the viewport.
   ["a.lang-switch", ".quarto-search-button, #quarto-search .aa-DetachedSearchButton, #quarto-search"].forEach(function (sel) {
     var shown = Array.prototype.filter.call(document.querySelectorAll(sel), visible);
@@ -445,7 +459,7 @@ LAYOUT_JS = TYPESET + r"""
   var column = main.getBoundingClientRect();
   var toc = document.querySelector("#quarto-margin-sidebar");
   var tocLeft = toc && visible(toc) && toc.getBoundingClientRect().width > 0 ? toc.getBoundingClientRect().left : Infinity;
-  var boxes = main.querySelectorAll('mjx-container[display="true"], .cell-output pre, div.sourceCode, pre, table');
+  var boxes = main.querySelectorAll('mjx-container, .cell-output pre, div.sourceCode, pre, table');
   boxes.forEach(function (el) {
     if (!visible(el) || el.closest(".column-margin, .column-page, .column-screen, .column-body-outset")) return;
     if (el.tagName === "PRE" && el.parentElement.closest("div.sourceCode, .cell-output")) return;
@@ -526,3 +540,40 @@ def test_japanese_references_read_naturally(site: Built) -> None:
     text = re.sub(r"<[^>]+>", "", html)
     assert not re.search(r",\s*と\s", text), re.search(r".{40},\s*と\s.{20}", text)
     assert "Press, Smith, and Lewis" in text and "On Layer Normalization in the Transformer" in text
+
+
+# ---------------------------------------------------------------------------------------------
+# Accessibility: axe-core (npm, pinned in package-lock.json) on every page of both editions
+
+AXE = ROOT / "node_modules" / "axe-core" / "axe.min.js"
+
+
+@pytest.fixture(scope="session")
+def axe_results(site: Built, server: str, browser) -> dict[str, list[dict]]:
+    """The serious and critical violations axe-core finds on every page, at 1280 px."""
+    if not AXE.is_file():
+        missing("axe-core", "run 'npm ci' (bash tools/setup.sh does) to install node_modules/axe-core")
+    source = AXE.read_text(encoding="utf-8")
+    driver = browser()
+    results = {}
+    for page in ["index.html#choose", *every_page()]:
+        driver.get(f"{server}/{page}")
+        driver.execute_async_script(TYPESET + "done(); });")
+        driver.execute_script(source)
+        found = driver.execute_async_script("""
+            var done = arguments[arguments.length - 1];
+            axe.run(document, {resultTypes: ["violations"]}).then(function (r) {
+              done(r.violations.filter(function (v) { return v.impact === "serious" || v.impact === "critical"; })
+                .map(function (v) { return {id: v.id, impact: v.impact, help: v.help,
+                  nodes: v.nodes.slice(0, 5).map(function (n) { return n.target.join(" "); }),
+                  count: v.nodes.length}; }));
+            }, function (e) { done([{id: "axe-error", impact: "critical", help: String(e), nodes: [], count: 1}]); });
+        """)
+        results[page] = found
+    return results
+
+
+def test_axe_finds_no_serious_or_critical_violation(axe_results: dict[str, list[dict]]) -> None:
+    problems = [f"{page}: {v['impact']} {v['id']} ({v['help']}) on {v['count']} element(s): "
+                + ", ".join(v["nodes"]) for page, found in axe_results.items() for v in found]
+    assert not problems, "\n" + "\n".join(problems)

@@ -25,14 +25,18 @@ def pandoc_command() -> list[str] | None:
 @pytest.mark.skipif(pandoc_command() is None and os.environ.get("CI") != "true",
                     reason="pandoc is not installed (bash tools/setup.sh installs Quarto, which has it)")
 def test_east_asian_line_break_filter():
-    text = "日本語の文です。\n次の文です。\nEnglish\n続き。\n\n- 項目の\n  続き\n"
+    text = "日本語の文です。\n次の文です\nEnglish\n続き。\n\n- 項目の\n  続き\n"
     pandoc = pandoc_command()
     assert pandoc, "pandoc is missing under CI"
     run = lambda *args: subprocess.run([*pandoc, "-t", "html", *args], input=text, text=True,
                                        capture_output=True, check=True).stdout
     filtered = run("--lua-filter", str(ROOT / "site" / "east-asian-line-breaks.lua"))
-    assert "文です。次の文です。 English 続き。" in filtered.replace("\n", " ")
+    assert "文です。次の文です English 続き。" in filtered.replace("\n", " ")
     assert filtered == run("-f", "markdown+east_asian_line_breaks")
+    # Unlike Pandoc's extension: no space after full-width punctuation before a Latin word (ch. 1 §1.8).
+    text = "結果です。\nPress らは測りました。\n2 次の連鎖を使います\nPress らと同じです。\n"
+    filtered = run("--lua-filter", str(ROOT / "site" / "east-asian-line-breaks.lua"))
+    assert "結果です。Press らは測りました。2 次の連鎖を使います Press らと同じです。" in filtered.replace("\n", " ")
 
 
 @pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")

@@ -413,9 +413,12 @@ Promise.all([p || Promise.resolve(), document.fonts ? document.fonts.ready : nul
 # One function per page: every finding as [element, what is wrong]. Folded solutions are opened
 # first, since a reader can open them.
 LAYOUT_JS = TYPESET + r"""
-  document.querySelectorAll(".callout-collapse.collapse").forEach(function (e) { e.classList.add("show"); });
+  document.querySelectorAll(".callout-collapse.collapse").forEach(function (e) {
+    e.classList.add("show");
+    e.dispatchEvent(new Event("shown.bs.collapse", {bubbles: true}));  // as Bootstrap does on opening
+  });
   var out = [];
-  requestAnimationFrame(function () { setTimeout(function () {
+  requestAnimationFrame(function () { setTimeout(function () {  // after site/math-overflow.html's fit()
   function label(el) {
     var name = el.tagName.toLowerCase() + (el.className && typeof el.className === "string"
       ? "." + el.className.trim().split(/\s+/).slice(0, 2).join(".") : "");
@@ -483,7 +486,7 @@ LAYOUT_JS = TYPESET + r"""
     if (!cue) out.push([label(el), "scrolls (" + scroller.scrollWidth + " px in " + scroller.clientWidth + " px) with no visible cue"]);
   });
   done(out);
-  }, 50); });
+  }, 300); });
 });
 """
 

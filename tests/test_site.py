@@ -486,7 +486,7 @@ LAYOUT_JS = TYPESET + r"""
     if (!cue) out.push([label(el), "scrolls (" + scroller.scrollWidth + " px in " + scroller.clientWidth + " px) with no visible cue"]);
   });
   done(out);
-  }, 300); });
+  }, 100); });
 });
 """
 

@@ -58,7 +58,8 @@ def start_driver(width: int, language: str):
 
     options = webdriver.ChromeOptions()
     options.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
-    for arg in (*CHROMIUM_ARGS, "--hide-scrollbars", f"--lang={language}"):
+    # Scrollbars are shown: a box that scrolls sideways shows it by its scrollbar (site/book.css).
+    for arg in (*CHROMIUM_ARGS, f"--lang={language}"):
         options.add_argument(arg)
     driver = webdriver.Chrome(service=Service(shutil.which("chromedriver") or "/usr/bin/chromedriver"),
                               options=options)

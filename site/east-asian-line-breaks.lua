@@ -5,7 +5,8 @@ Pandoc renders every line break inside a paragraph as a space, which in Japanese
 middle of a sentence. Pandoc's markdown extension east_asian_line_breaks removes exactly these
 breaks, but Quarto does not hand reader extensions on to Pandoc (quarto-cli issue 8520), so the
 Japanese profile runs this filter instead (`filters:` in _quarto-ja.yml). Authors can then wrap
-Japanese text like any other. tests/test_site_assets.py runs it through Pandoc when Pandoc is
+Japanese text like any other. One difference from Pandoc's extension: a break next to full-width
+punctuation is dropped whatever the other side is (is_cjk_punct), so no space follows 「。」. tests/test_site_assets.py runs it through Pandoc when Pandoc is
 installed.
 ]]
 
@@ -16,6 +17,16 @@ local function is_wide(cp)
       or (cp >= 0xAC00 and cp <= 0xD7A3) or (cp >= 0xF900 and cp <= 0xFAFF)
       or (cp >= 0xFE30 and cp <= 0xFE4F) or (cp >= 0xFF00 and cp <= 0xFF60)
       or (cp >= 0xFFE0 and cp <= 0xFFE6) or (cp >= 0x20000 and cp <= 0x3FFFD)
+end
+
+-- Full-width punctuation (「。」「、」「（」「」」「：」 ...): it carries its own spacing, so a line break
+-- next to it is dropped even when the other side is Latin ("です。\nPress" -> "です。Press",
+-- not "です。 Press"). Between a Japanese letter and a Latin one the space stays (the README's
+-- typography: "を使います\nPress" keeps its space).
+local function is_cjk_punct(cp)
+  return (cp >= 0x3000 and cp <= 0x303F) or (cp >= 0xFF01 and cp <= 0xFF0F)
+      or (cp >= 0xFF1A and cp <= 0xFF20) or (cp >= 0xFF3B and cp <= 0xFF40)
+      or (cp >= 0xFF5B and cp <= 0xFF65)
 end
 
 local function first_codepoint(s)
@@ -35,7 +46,8 @@ function Inlines(inlines)
     if inlines[i].t == "SoftBreak" then
       local before = last_codepoint(pandoc.utils.stringify(inlines[i - 1]))
       local after = first_codepoint(pandoc.utils.stringify(inlines[i + 1]))
-      if before and after and is_wide(before) and is_wide(after) then
+      if before and after and ((is_wide(before) and is_wide(after))
+                               or is_cjk_punct(before) or is_cjk_punct(after)) then
         inlines:remove(i)
       end
     end

@@ -377,3 +377,206 @@ def test_search_finds_a_chapter_word(site: Built, server: str, browser, lang: st
                                           d.find_elements(By.CSS_SELECTOR, ".aa-Panel a")] or None,
                        f"search results for {word!r}")
     assert any(f"/{lang}/chapters/{lang}/{chapter}" in href for href in results), results
+
+
+def test_a_remote_script_or_font_is_found(broken: Path) -> None:
+    """The site works offline: a page or stylesheet that loads from a CDN is reported."""
+    page = broken / "en" / "chapters" / "en" / "03-masking.html"
+    edit(page, "</head>", '<script src="https://cdn.example.org/x.js"></script>\n'
+                          '<link rel="alternate" hreflang="ja" href="https://example.org/ja/">\n</head>')
+    css = next((broken / "ja" / "site_libs" / "bootstrap").glob("bootstrap-*.min.css"))
+    css.write_text('@import "https://fonts.googleapis.com/css2?family=X";\n' + css.read_text("utf-8"), "utf-8")
+    assert sitecheck.check_offline(ROOT, broken) == [
+        "en/chapters/en/03-masking.html: <script> loads https://cdn.example.org/x.js",
+        f"ja/site_libs/bootstrap/{css.name}: loads https://fonts.googleapis.com/css2?family=X"]
+
+
+def test_equations_are_typeset_from_the_site_itself(site: Built, browser) -> None:
+    """MathJax comes from _site/<lang>/site_libs/mathjax by a relative url: typeset under file://."""
+    driver = browser()
+    for lang in LANGS:
+        driver.get((site.path / lang / "chapters" / lang / "01-positional-encoding.html").as_uri())
+        count = driver.execute_async_script(TYPESET + "done(document.querySelectorAll('mjx-container').length); });")
+        assert count > 10, f"{lang}: only {count} typeset formulas (MathJax did not load?)"
+
+
+# ---------------------------------------------------------------------------------------------
+# Layout: every page, both editions, on a phone and a desktop, with the equations typeset
+
+# Waits for MathJax (and the fonts) before measuring; `done` is Selenium's callback.
+TYPESET = """
+var done = arguments[arguments.length - 1], width = arguments[0];
+var p = window.MathJax && MathJax.startup && MathJax.startup.promise;
+Promise.all([p || Promise.resolve(), document.fonts ? document.fonts.ready : null]).then(function () {
+"""
+
+# One function per page: every finding as [element, what is wrong]. Folded solutions are opened
+# first, since a reader can open them.
+LAYOUT_JS = TYPESET + r"""
+  document.querySelectorAll(".callout-collapse.collapse").forEach(function (e) {
+    e.classList.add("show");
+    e.dispatchEvent(new Event("shown.bs.collapse", {bubbles: true}));  // as Bootstrap does on opening
+  });
+  var out = [];
+  requestAnimationFrame(function () { setTimeout(function () {  // after site/math-overflow.html's fit()
+  function label(el) {
+    var name = el.tagName.toLowerCase() + (el.className && typeof el.className === "string"
+      ? "." + el.className.trim().split(/\s+/).slice(0, 2).join(".") : "");
+    var sec = el.closest("section[id]"), cell = el.closest(".cell[id], figure[id], div[id^=tbl-]");
+    var where = (cell && cell.id) || (sec && sec.id) || "";
+    var text = (el.textContent || "").replace(/\s+/g, " ").trim().slice(0, 40);
+    return name + (where ? " in #" + where : "") + " «" + text + "»";
+  }
+  function visible(el) {
+    var r = el.getBoundingClientRect(), s = getComputedStyle(el);
+    return r.width > 0 && r.height > 0 && s.visibility !== "hidden" && s.display !== "none";
+  }
+  var root = document.documentElement;
+  // On a phone an overflowing page is zoomed out: innerWidth grows with it.
+  var wide = Math.max(root.scrollWidth, innerWidth);
+  if (wide > width) {
+    // Name the culprits: visible elements that stick out past the screen while their parent does not.
+    // (Not fixed bars, which follow the zoomed-out viewport, nor what scrolls inside a box.)
+    var culprits = Array.prototype.filter.call(document.body.querySelectorAll("*"), function (el) {
+      var r = el.getBoundingClientRect(), p = el.parentElement && el.parentElement.getBoundingClientRect();
+      if (!(r.width > 0 && r.right > width + 1 && p && p.right <= width + 1)) return false;
+      for (var a = el; a && a !== document.body; a = a.parentElement) {
+        var s = getComputedStyle(a);
+        if (s.position === "fixed" || (a !== el && s.overflowX !== "visible")) return false;
+      }
+      return true;
+    }).slice(0, 3).map(label);
+    out.push(["page", "the page is " + wide + " px wide on a " + width + " px screen" +
+              (culprits.length ? " (sticking out: " + culprits.join("; ") + ")" : "")]);
+  }
+  // The language link and search, visible and inside the viewport.
+  ["a.lang-switch", ".quarto-search-button, #quarto-search .aa-DetachedSearchButton, #quarto-search"].forEach(function (sel) {
+    var shown = Array.prototype.filter.call(document.querySelectorAll(sel), visible);
+    var inside = shown.filter(function (el) {
+      var r = el.getBoundingClientRect();
+      return r.left >= 0 && r.right <= width && r.top >= 0 && r.bottom <= innerHeight;
+    });
+    if (!inside.length) out.push(["top bar", sel.split(",")[0] + " is not visible inside the viewport"]);
+  });
+  var main = document.querySelector("main#quarto-document-content") || document.querySelector("main");
+  var column = main.getBoundingClientRect();
+  var toc = document.querySelector("#quarto-margin-sidebar");
+  var tocLeft = toc && visible(toc) && toc.getBoundingClientRect().width > 0 ? toc.getBoundingClientRect().left : Infinity;
+  var boxes = main.querySelectorAll('mjx-container, .cell-output pre, div.sourceCode, pre, table');
+  boxes.forEach(function (el) {
+    if (!visible(el) || el.closest(".column-margin, .column-page, .column-screen, .column-body-outset")) return;
+    if (el.tagName === "PRE" && el.parentElement.closest("div.sourceCode, .cell-output")) return;
+    var r = el.getBoundingClientRect();
+    if (r.right > Math.min(column.right, width) + 1 || r.left < Math.max(column.left, 0) - 1)
+      out.push([label(el), "is " + Math.round(r.width) + " px wide and spills past the column (" +
+                Math.round(column.left) + "-" + Math.round(column.right) + " px)"]);
+    if (r.right > tocLeft + 1 && r.top < toc.getBoundingClientRect().bottom)
+      out.push([label(el), "overlaps the table of contents"]);
+    // Content wider than its box: it must scroll inside the box (its own or a wrapper's) with a cue.
+    var box = el, inner = el.tagName === "DIV" ? el.querySelector("pre") || el : el;
+    if (inner.scrollWidth <= inner.clientWidth + 1 && el.scrollWidth <= el.clientWidth + 1) return;
+    var scroller = [inner, el, el.parentElement].find(function (e) {
+      var o = getComputedStyle(e).overflowX;
+      return (o === "auto" || o === "scroll") && e.scrollWidth > e.clientWidth + 1;
+    });
+    if (!scroller) { out.push([label(el), "is cut: its content is " + inner.scrollWidth + " px in a " + inner.clientWidth + " px box that does not scroll"]); return; }
+    var s = getComputedStyle(scroller);
+    var bar = scroller.offsetHeight - scroller.clientHeight - parseFloat(s.borderTopWidth) - parseFloat(s.borderBottomWidth);
+    var cue = bar >= 4 || /gradient/.test(s.backgroundImage) || scroller.classList.contains("scroll-cue");
+    if (!cue) out.push([label(el), "scrolls (" + scroller.scrollWidth + " px in " + scroller.clientWidth + " px) with no visible cue"]);
+  });
+  done(out);
+  }, 100); });
+});
+"""
+
+LAYOUT_WIDTHS = {390: 844, 1280: 900}
+
+
+@pytest.fixture(scope="session")
+def layout(site: Built, server: str, browser) -> dict[tuple[int, str], list[tuple[str, str]]]:
+    """Every page at each width, loaded once, its findings (page and element) from LAYOUT_JS."""
+    driver = browser()
+    findings: dict[tuple[int, str], list[tuple[str, str]]] = {}
+    start = time.perf_counter()
+    try:
+        for width, height in LAYOUT_WIDTHS.items():
+            driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
+                "width": width, "height": height, "deviceScaleFactor": 1, "mobile": width < 600})
+            for page in every_page():
+                driver.get(f"{server}/{page}")
+                findings[width, page] = [tuple(f) for f in driver.execute_async_script(LAYOUT_JS, width)]
+    finally:
+        driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+    print(f"\nlayout of {len(findings)} page views in {time.perf_counter() - start:.0f} s")
+    return findings
+
+
+def report(findings: dict[tuple[int, str], list[tuple[str, str]]], keep: Callable[[str, str], bool]) -> str:
+    lines = []
+    for (width, page), found in findings.items():
+        for element, what in found:
+            if keep(element, what):
+                lines.append(f"{page} at {width} px: {element} {what}")
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("width", list(LAYOUT_WIDTHS))
+def test_no_page_is_wider_than_the_screen_and_the_top_bar_fits(layout, width: int) -> None:
+    problems = report({k: v for k, v in layout.items() if k[0] == width},
+                      lambda element, what: element in ("page", "top bar"))
+    assert not problems, "\n" + problems
+
+
+@pytest.mark.parametrize("width", list(LAYOUT_WIDTHS))
+def test_wide_equations_outputs_code_and_tables_scroll_in_their_own_box(layout, width: int) -> None:
+    """No display equation, output, code block or table wider than the column or over the table of
+    contents; content wider than its box scrolls inside it, with a visible cue (a scrollbar)."""
+    problems = report({k: v for k, v in layout.items() if k[0] == width},
+                      lambda element, what: element not in ("page", "top bar"))
+    assert not problems, "\n" + problems
+
+
+def test_japanese_references_read_naturally(site: Built) -> None:
+    """「Press, Smith, と Lewis 2022」 was CSL's Japanese "and"; site/book.csl keeps the Latin form."""
+    html = (site.path / "ja" / "chapters" / "ja" / "references.html").read_text("utf-8")
+    text = re.sub(r"<[^>]+>", "", html)
+    assert not re.search(r",\s*と\s", text), re.search(r".{40},\s*と\s.{20}", text)
+    assert "Press, Smith, and Lewis" in text and "On Layer Normalization in the Transformer" in text
+
+
+# ---------------------------------------------------------------------------------------------
+# Accessibility: axe-core (npm, pinned in package-lock.json) on every page of both editions
+
+AXE = ROOT / "node_modules" / "axe-core" / "axe.min.js"
+
+
+@pytest.fixture(scope="session")
+def axe_results(site: Built, server: str, browser) -> dict[str, list[dict]]:
+    """The serious and critical violations axe-core finds on every page, at 1280 px."""
+    if not AXE.is_file():
+        missing("axe-core", "run 'npm ci' (bash tools/setup.sh does) to install node_modules/axe-core")
+    source = AXE.read_text(encoding="utf-8")
+    driver = browser()
+    results = {}
+    for page in ["index.html#choose", *every_page()]:
+        driver.get(f"{server}/{page}")
+        driver.execute_async_script(TYPESET + "done(); });")
+        driver.execute_script(source)
+        found = driver.execute_async_script("""
+            var done = arguments[arguments.length - 1];
+            axe.run(document, {resultTypes: ["violations"]}).then(function (r) {
+              done(r.violations.filter(function (v) { return v.impact === "serious" || v.impact === "critical"; })
+                .map(function (v) { return {id: v.id, impact: v.impact, help: v.help,
+                  nodes: v.nodes.slice(0, 5).map(function (n) { return n.target.join(" "); }),
+                  count: v.nodes.length}; }));
+            }, function (e) { done([{id: "axe-error", impact: "critical", help: String(e), nodes: [], count: 1}]); });
+        """)
+        results[page] = found
+    return results
+
+
+def test_axe_finds_no_serious_or_critical_violation(axe_results: dict[str, list[dict]]) -> None:
+    problems = [f"{page}: {v['impact']} {v['id']} ({v['help']}) on {v['count']} element(s): "
+                + ", ".join(v["nodes"]) for page, found in axe_results.items() for v in found]
+    assert not problems, "\n" + "\n".join(problems)

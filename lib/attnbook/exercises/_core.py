@@ -183,7 +183,7 @@ _MESSAGES = {
     "shape": ("  (expected shape {expected}, got shape {got})", "  （期待される形は {expected}、答えの形は {got}）"),
     "dtype": ("  (expected dtype {expected}, got dtype {got})", "  （期待される dtype は {expected}、答えの dtype は {got}）"),
     "returned_none": ("✗ {id}: your function returned None on input {i} of {n}: is it written yet?",
-                      "✗ {id}：{i} 番目の入力（全 {n} 通り）で関数が None を返しました。まだ実装していないのでは？"),
+                      "✗ {id}：{i} 番目の入力（全 {n} 通り）で関数が None を返しました。\n  まだ実装していないのでは？"),
     "unanswered": ("✗ {id}: no answer yet: replace the ... with yours.",
                    "✗ {id}：まだ答えがありません。... を答えに置き換えてください。"),
     "not_function": ("✗ {id}: the answer must be a function; got {got}.",

@@ -60,6 +60,8 @@ def test_bad_scaling_is_a_clear_error_under_jit():
     x = jnp.ones((4, 8))
     with pytest.raises(TypeError, match="scaling must be None, a PositionInterpolation"):
         jax.jit(lambda x: P.rope(x, scaling=2.0))(x)
+    with pytest.raises(TypeError, match="scaling must be None, a PositionInterpolation.*RopeScaling"):
+        P.rope(x, scaling=P.RopeScaling(2.0))  # the shared base of the three, no scaling of its own
     with pytest.raises(ValueError, match="even.*7"):
         jax.jit(lambda x: P.rope(x, scaling=P.YaRNScaling(2.0, 4)))(jnp.ones((4, 7)))
     with pytest.raises(ValueError, match="scale must be >= 1"):

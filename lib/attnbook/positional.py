@@ -163,17 +163,10 @@ def _even_d(d: int, minimum: int = 2) -> int:
 
 
 @dataclasses.dataclass(frozen=True)
-class PositionInterpolation:
-    """Position interpolation (PI; Chen et al. 2023, arXiv:2306.15595): positions scaled down by ``L/L'``.
-
-    A model trained at length ``L`` and read at ``L' = s L`` sees position ``m`` as ``m L / L' = m / s``:
-
-        f'(x, m) = f(x, m L / L'),   so every angle is   m * omega_i / s,   omega_i = base ** (-2i / d).
-
-    Every angle stays inside the range trained at, and neighbouring positions come ``1/s`` apart.
-    ``scale`` is ``s = L' / L >= 1``; ``frequencies(d, base)`` returns ``omega_i / s`` (float64,
-    ``(d/2,)``); ``magnitude`` is 1. At ``s = 1`` the frequencies are :func:`frequencies`' exactly.
-    """
+class RopeScaling:
+    """What every scaling of chapter 9 is: a stretch ``scale`` ``s = L' / L >= 1`` (checked on construction),
+    new per-pair frequencies ``frequencies(d, base)`` (float64, ``(d/2,)``) and a ``magnitude`` on the rotated
+    vectors (1 unless a subclass says otherwise). :func:`rope` and :func:`rope_heads` take any subclass."""
 
     scale: float
 
@@ -185,11 +178,28 @@ class PositionInterpolation:
         return 1.0
 
     def frequencies(self, d: int, base: float = 10000.0) -> Float[np.ndarray, " pairs"]:
+        raise NotImplementedError
+
+
+@dataclasses.dataclass(frozen=True)
+class PositionInterpolation(RopeScaling):
+    """Position interpolation (PI; Chen et al. 2023, arXiv:2306.15595): positions scaled down by ``L/L'``.
+
+    A model trained at length ``L`` and read at ``L' = s L`` sees position ``m`` as ``m L / L' = m / s``:
+
+        f'(x, m) = f(x, m L / L'),   so every angle is   m * omega_i / s,   omega_i = base ** (-2i / d).
+
+    Every angle stays inside the range trained at, and neighbouring positions come ``1/s`` apart.
+    ``scale`` is ``s = L' / L >= 1``; ``frequencies(d, base)`` returns ``omega_i / s`` (float64,
+    ``(d/2,)``); ``magnitude`` is 1. At ``s = 1`` the frequencies are :func:`frequencies`' exactly.
+    """
+
+    def frequencies(self, d: int, base: float = 10000.0) -> Float[np.ndarray, " pairs"]:
         return frequencies(_even_d(d), base) / self.scale
 
 
 @dataclasses.dataclass(frozen=True)
-class NTKAwareScaling:
+class NTKAwareScaling(RopeScaling):
     """"NTK-aware" scaling (bloc97 2023; used by Code Llama, Rozière et al. 2023): the base raised.
 
     The base becomes ``b' = b * s ** (d / (d - 2))``, so that the lowest frequency ``omega_{d/2-1} =
@@ -202,15 +212,6 @@ class NTKAwareScaling:
     lowest frequency to stretch) returns ``omega'_i``; ``magnitude`` is 1. At ``s = 1``, ``b' = b`` exactly.
     """
 
-    scale: float
-
-    def __post_init__(self):
-        object.__setattr__(self, "scale", _scale_factor(self.scale))
-
-    @property
-    def magnitude(self) -> float:
-        return 1.0
-
     def base(self, d: int, base: float = 10000.0) -> float:
         """The raised base ``b * s ** (d / (d - 2))``."""
         d = _even_d(d, minimum=4)
@@ -221,7 +222,7 @@ class NTKAwareScaling:
 
 
 @dataclasses.dataclass(frozen=True)
-class YaRNScaling:
+class YaRNScaling(RopeScaling):
     """YaRN (Peng et al. 2023, arXiv:2309.00071): interpolate the low frequencies only, and sharpen attention.
 
     "NTK-by-parts" interpolation: pair ``i`` of wavelength ``lambda_i = 2 pi / omega_i`` turns ``r_i = L /
@@ -246,13 +247,12 @@ class YaRNScaling:
     the ramp's ends in turns over ``L`` (``0 < alpha < beta``).
     """
 
-    scale: float
     original_length: int
     alpha: float = 1.0
     beta: float = 32.0
 
     def __post_init__(self):
-        object.__setattr__(self, "scale", _scale_factor(self.scale))
+        super().__post_init__()
         object.__setattr__(self, "original_length", _checks.positive_int("original_length", self.original_length))
         alpha = _checks.positive_float("alpha", self.alpha)
         beta = _checks.positive_float("beta", self.beta)
@@ -287,12 +287,8 @@ class YaRNScaling:
         return frequencies(_even_d(d), base) * (1.0 - self.ramp(d, base) * (1.0 - 1.0 / self.scale))
 
 
-RopeScaling = PositionInterpolation | NTKAwareScaling | YaRNScaling
-"""Any of chapter 9's RoPE scalings."""
-
-
 def _check_scaling(scaling):
-    if not isinstance(scaling, (PositionInterpolation, NTKAwareScaling, YaRNScaling)):
+    if not isinstance(scaling, RopeScaling) or type(scaling) is RopeScaling:  # the base has no frequencies
         raise TypeError(f"scaling must be None, a PositionInterpolation, an NTKAwareScaling or a YaRNScaling, "
                         f"got {_checks.describe(scaling)}")
     return scaling

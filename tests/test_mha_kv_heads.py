@@ -142,3 +142,37 @@ def test_parameter_count_formula(d_model, heads, key_dim, groups, value_dim, d_o
     if groups == heads:
         assert parameter_count(layer) == parameter_count(
             MultiHeadAttention(d_model, heads, key_dim, value_dim=value_dim, d_out=d_out, key=jax.random.key(0)))
+
+
+def tied_mha(layer):
+    """Chapter 4's layer whose key/value heads are the grouped layer's, each repeated for its group."""
+    group = layer.num_heads // layer.kv_heads
+    full = MultiHeadAttention(layer.d_model, layer.num_heads, layer.key_dim, value_dim=layer.value_dim,
+                              d_out=layer.d_out, key=jax.random.key(0))
+    return eqx.tree_at(lambda m: tuple(getattr(m, n) for n in NAMES), full,
+                       tuple(jnp.repeat(getattr(layer, n), group, axis=-2) if n in ("w_k", "b_k", "w_v", "b_v")
+                             else getattr(layer, n) for n in NAMES))
+
+
+@pytest.mark.parametrize("length", [5, 24])  # both paths of attend
+@pytest.mark.parametrize("heads, groups", [(4, 1), (6, 2), (6, 3)])
+def test_grouped_layer_is_mha_with_repeated_heads_under_per_head_masks_biases_and_padding(heads, groups, length):
+    """Per-head masks and biases, fully masked rows and NaN in keys no query may see: the grouped layer behaves
+    exactly as chapter 4's layer with its key/value heads repeated (outputs, weights and gradients)."""
+    layer = randomised(MultiHeadAttention(7, heads, 8, kv_heads=groups, key=jax.random.key(0)), heads * groups)
+    full = tied_mha(layer)
+    rng = np.random.default_rng(length)
+    x = tokens(length, length, 7)
+    mask = jnp.asarray(rng.random((heads, length, length)) < 0.6) & masking.causal_mask(length)
+    mask = mask.at[:, 2].set(False)  # query 2 sees nothing in any head: a zero output
+    bias = jnp.asarray(rng.normal(size=(heads, length, length)), jnp.float32)
+    x_nan = x.at[length - 1].set(jnp.nan)  # the last key: no query sees it once it is masked everywhere
+    mask = mask.at[:, :, length - 1].set(False)
+    for args in ((x, x, x, mask), (x, x, x, mask, bias), (x, x_nan, x_nan, mask, bias)):
+        out, w = layer(*args)
+        ref, ref_w = full(*args)
+        np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(w, ref_w, rtol=1e-5, atol=1e-6)
+        assert np.all(np.isfinite(out)) and not np.any(out[2])
+    grad = jax.grad(lambda m: jnp.sum(m(x, x_nan, x_nan, mask, bias)[0] ** 2))(layer)
+    assert all(np.all(np.isfinite(g)) for g in jax.tree.leaves(grad))

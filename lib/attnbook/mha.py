@@ -208,10 +208,12 @@ class MultiHeadAttention(eqx.Module):
         What a query may not see is replaced by 0 before any product, so a NaN there reaches no output and
         no gradient; a query that sees no key in any head gets a zero output.
 
-        With ``kv_heads = G < heads``, ``k`` and ``v`` have ``G`` heads (as :meth:`project` returns them) and each
-        is repeated for its group of ``heads / G`` query heads before the scores (grouped-query attention); keys
-        and values already repeated to ``heads`` heads (as :meth:`__call__` hands them to ``process_heads``) are
-        taken as they are.
+        With ``kv_heads = G < heads``, ``k`` and ``v`` have ``G`` heads (as :meth:`project` returns them), each read
+        by its group of ``heads / G`` query heads (grouped-query attention): for long sequences the group's query
+        heads are stacked as extra query rows against their one key/value head, so the keys and values (a KV
+        cache) are read once per group and never copied; for tiny ones each head is repeated. Keys and values
+        already repeated to ``heads`` heads (as :meth:`__call__` hands them to ``process_heads``) are taken as
+        they are.
         """
         heads, tq, tk = q.shape[1], q.shape[0], k.shape[0]
         if heads != self.num_heads or q.shape[2] != self.key_dim or v.shape[2] != self.value_dim:
@@ -222,12 +224,15 @@ class MultiHeadAttention(eqx.Module):
         if k.shape[1] not in (self.kv_heads, heads):
             raise ValueError(f"k and v must have kv_heads={self.kv_heads} heads (or heads={heads}, repeated per "
                              f"group), got shapes {tuple(k.shape)}, {tuple(v.shape)}")
-        if k.shape[1] != heads:  # grouped-query attention: query head h reads key/value head h // group
-            group = heads // self.kv_heads
-            k, v = jnp.repeat(k, group, axis=1), jnp.repeat(v, group, axis=1)
+        grouped = k.shape[1] != heads  # grouped-query attention: query head h reads key/value head h // group
         mask, bias, visible = self._visible(mask, bias, tq, tk)
         if tq * tk * self.key_dim <= _SMALL:
+            if grouped:  # tiny: repeat each key/value head for its group
+                group = heads // self.kv_heads
+                k, v = jnp.repeat(k, group, axis=1), jnp.repeat(v, group, axis=1)
             context, weights = self._heads_small(q, k, v, mask, bias, visible)
+        elif grouped:
+            context, weights = self._groups(q, k, v, mask, bias)
         else:
             # Chapter 2's attention once per head (vmap over the head axis): its matrix products scale to long
             # sequences, and it keeps the same contract (hidden keys and values may hold anything, rows that
@@ -240,6 +245,19 @@ class MultiHeadAttention(eqx.Module):
         elif tk == 0:  # no key at all: every query sees nothing
             out = jnp.zeros_like(out)
         return out, weights
+
+    def _groups(self, q, k, v, mask, bias):
+        """Grouped-query attention on long sequences without copying keys and values: the query heads of a group
+        become extra query rows of one call of chapter 2's attention against their shared key/value head (vmap
+        over the ``G`` groups), so each cached key and value is read once per group, not once per query head."""
+        (tq, heads, dk), (tk, groups, dv) = q.shape, v.shape
+        size = heads // groups  # query head h = g * size + i is row block i of group g
+        rows = lambda a: None if a is None else a.reshape(groups, size * tq, tk)  # (heads, Tq, Tk) -> (G, size Tq, Tk)
+        q = jnp.transpose(q.reshape(tq, groups, size, dk), (1, 2, 0, 3)).reshape(groups, size * tq, dk)
+        axes = (0, 1, 1, None if mask is None else 0, None if bias is None else 0)
+        context, weights = jax.vmap(scaled_dot_product_attention, in_axes=axes)(q, k, v, rows(mask), rows(bias))
+        context = jnp.transpose(context.reshape(groups, size, tq, dv), (2, 0, 1, 3)).reshape(tq, heads, dv)
+        return context, weights.reshape(heads, tq, tk)
 
     def _heads_small(self, q, k, v, mask, bias, visible):
         """Every head's ``(context (Tq, heads, value_dim), weights (heads, Tq, Tk))`` for tiny sequences

@@ -18,6 +18,12 @@ Weights: ``w_q, w_k (d_model, heads, key_dim)``, ``b_q, b_k (heads, key_dim)``,
 With ``key_bias_positions=T`` the key bias has shape ``(heads, T, key_dim)``, one vector per head
 and key position, as in the custom Keras layer of source article 004: a learned position
 embedding added to the keys only. Keys of such a layer must have length ``T``.
+
+With ``kv_heads=G`` (chapter 10) the layer has ``heads`` query heads but only ``G`` key and value heads,
+each shared by a group of ``heads / G`` consecutive query heads: query head ``h`` reads key/value head
+``h // (heads / G)``. ``G = heads`` (the default) is the layer above, bit for bit; ``G = 1`` is multi-query
+attention (Shazeer 2019), ``1 < G < heads`` grouped-query attention (Ainslie et al. 2023). Then
+``w_k (d_model, G, key_dim)``, ``b_k (G, key_dim)``, ``w_v (d_model, G, value_dim)``, ``b_v (G, value_dim)``.
 """
 
 from __future__ import annotations
@@ -55,12 +61,16 @@ class MultiHeadAttention(eqx.Module):
         d_out: features per output token; defaults to ``d_model`` (as in Keras).
         key_bias_positions: if given (an integer ``T``), the key bias is ``(heads, T, key_dim)``,
             one learned vector per head and key position, instead of ``(heads, key_dim)``.
+        kv_heads: number of key/value heads ``G``, a divisor of ``num_heads``; ``None`` (the default) means
+            ``num_heads`` (chapter 4's layer). ``1``: multi-query attention; between: grouped-query attention.
         key: PRNG key for the initial weights (``jax.random.key(0)``; an int is a ``TypeError``).
 
     Kernels start Glorot-uniform (fans of the ``(d_model, heads * key_dim)`` and
     ``(heads * value_dim, d_out)`` matrices they reshape to) and biases at zero.
     Parameters: ``2 * (d_model + 1) * heads * key_dim + (d_model + 1) * heads * value_dim
     + (heads * value_dim + 1) * d_out``, plus ``(T - 1) * heads * key_dim`` with the per-position key bias.
+    With ``kv_heads = G``: ``(d_model + 1) * (heads + G) * key_dim + (d_model + 1) * G * value_dim
+    + (heads * value_dim + 1) * d_out`` (plus ``(T - 1) * G * key_dim`` with the per-position key bias).
     """
 
     w_q: jax.Array
@@ -81,6 +91,7 @@ class MultiHeadAttention(eqx.Module):
         value_dim: int | None = None,
         d_out: int | None = None,
         key_bias_positions: int | None = None,
+        kv_heads: int | None = None,
         key: jax.Array,
     ):
         d_model = _checks.positive_int("d_model", d_model)
@@ -88,20 +99,21 @@ class MultiHeadAttention(eqx.Module):
         key_dim = _checks.positive_int("key_dim", key_dim)
         value_dim = key_dim if value_dim is None else _checks.positive_int("value_dim", value_dim)
         d_out = d_model if d_out is None else _checks.positive_int("d_out", d_out)
+        groups = _check_kv_heads(heads, kv_heads, "num_heads")
         key = _checks.prng_key("key", key)
         self.w_q, self.w_k, self.w_v, self.w_o = nn.init(
-            key, ((d_model, heads, key_dim), (d_model, heads, key_dim), (d_model, heads, value_dim),
+            key, ((d_model, heads, key_dim), (d_model, groups, key_dim), (d_model, groups, value_dim),
                   (heads, value_dim, d_out)), "glorot",
             fan_in=(d_model, d_model, d_model, heads * value_dim),
-            fan_out=(heads * key_dim, heads * key_dim, heads * value_dim, d_out))
+            fan_out=(heads * key_dim, groups * key_dim, groups * value_dim, d_out))
         zeros = lambda *shape: jnp.asarray(np.zeros(shape, dtype=np.float32))
         self.b_q = zeros(heads, key_dim)
         if key_bias_positions is None:
-            self.b_k = zeros(heads, key_dim)
+            self.b_k = zeros(groups, key_dim)
         else:
             positions = _checks.positive_int("key_bias_positions", key_bias_positions)
-            self.b_k = zeros(heads, positions, key_dim)
-        self.b_v = zeros(heads, value_dim)
+            self.b_k = zeros(groups, positions, key_dim)
+        self.b_v = zeros(groups, value_dim)
         self.b_o = zeros(d_out)
 
     @property
@@ -111,6 +123,11 @@ class MultiHeadAttention(eqx.Module):
     @property
     def num_heads(self) -> int:
         return self.w_q.shape[1]
+
+    @property
+    def kv_heads(self) -> int:
+        """Key/value heads ``G`` (chapter 10): ``num_heads`` unless the layer shares them."""
+        return self.w_k.shape[1]
 
     @property
     def key_dim(self) -> int:
@@ -138,11 +155,13 @@ class MultiHeadAttention(eqx.Module):
     @_checks.shaped
     def project(
         self, query: Float[Array, "Tq d_query"], key: Float[Array, "Tk d_key"], value: Float[Array, "Tk d_value"]
-    ) -> tuple[Float[Array, "Tq heads key_dim"], Float[Array, "Tk heads key_dim"], Float[Array, "Tk heads value_dim"]]:
+    ) -> tuple[Float[Array, "Tq heads key_dim"], Float[Array, "Tk kv_heads key_dim"], Float[Array, "Tk kv_heads value_dim"]]:
         """The per-head queries ``(Tq, heads, key_dim)``, keys ``(Tk, heads, key_dim)`` and values ``(Tk, heads, value_dim)``.
 
         The first half of the layer: einsums over the Keras-shaped kernels, all heads at once. Used alone to
         keep the keys and values of earlier tokens (a KV cache, chapter 7) and to project each token once.
+        With ``kv_heads = G`` the keys and values have ``G`` heads, ``(Tk, G, key_dim)`` and ``(Tk, G, value_dim)``:
+        the cache is ``heads / G`` times smaller.
         """
         self._check_features(query, key, value)
         positions = self.key_bias_positions
@@ -151,10 +170,10 @@ class MultiHeadAttention(eqx.Module):
                 f"key length must equal key_bias_positions={positions} (one key bias per position), "
                 f"got key of shape {tuple(key.shape)}"
             )
-        b_k = jnp.swapaxes(self.b_k, 0, 1) if positions is not None else self.b_k  # (Tk, heads, key_dim) or (heads, key_dim)
+        b_k = jnp.swapaxes(self.b_k, 0, 1) if positions is not None else self.b_k  # (Tk, G, key_dim) or (G, key_dim)
         q = jnp.einsum("td,dhk->thk", query, self.w_q) + self.b_q  # (Tq, heads, key_dim): token, head, feature
-        k = jnp.einsum("sd,dhk->shk", key, self.w_k) + b_k  # (Tk, heads, key_dim)
-        v = jnp.einsum("sd,dhv->shv", value, self.w_v) + self.b_v  # (Tk, heads, value_dim)
+        k = jnp.einsum("sd,dhk->shk", key, self.w_k) + b_k  # (Tk, G, key_dim), G = kv_heads (= heads by default)
+        v = jnp.einsum("sd,dhv->shv", value, self.w_v) + self.b_v  # (Tk, G, value_dim)
         return q, k, v
 
     def _visible(self, mask, bias, tq: int, tk: int):
@@ -176,8 +195,8 @@ class MultiHeadAttention(eqx.Module):
     def attend(
         self,
         q: Float[Array, "Tq heads key_dim"],
-        k: Float[Array, "Tk heads key_dim"],
-        v: Float[Array, "Tk heads value_dim"],
+        k: Float[Array, "Tk kv_heads key_dim"],
+        v: Float[Array, "Tk kv_heads value_dim"],
         mask: Bool[Array, "*mask_heads Tq Tk"] | None = None,
         bias: Float[Array, "*bias_heads Tq Tk"] | None = None,
     ) -> tuple[Float[Array, "Tq d_out"], Float[Array, "heads Tq Tk"]]:
@@ -188,6 +207,13 @@ class MultiHeadAttention(eqx.Module):
         hides a key as ``mask=False`` does) are ``(Tq, Tk)`` for every head or ``(heads, Tq, Tk)`` per head.
         What a query may not see is replaced by 0 before any product, so a NaN there reaches no output and
         no gradient; a query that sees no key in any head gets a zero output.
+
+        With ``kv_heads = G < heads``, ``k`` and ``v`` have ``G`` heads (as :meth:`project` returns them), each read
+        by its group of ``heads / G`` query heads (grouped-query attention): for long sequences the group's query
+        heads are stacked as extra query rows against their one key/value head, so the keys and values (a KV
+        cache) are read once per group and never copied; for tiny ones each head is repeated. Keys and values
+        already repeated to ``heads`` heads (as :meth:`__call__` hands them to ``process_heads``) are taken as
+        they are.
         """
         heads, tq, tk = q.shape[1], q.shape[0], k.shape[0]
         if heads != self.num_heads or q.shape[2] != self.key_dim or v.shape[2] != self.value_dim:
@@ -195,9 +221,18 @@ class MultiHeadAttention(eqx.Module):
                              f"value_dim={self.value_dim}, got shapes {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
         if v.shape[0] != tk:
             raise ValueError(f"v must have one row per key, Tk={tk}, got shape {tuple(v.shape)}")
+        if k.shape[1] not in (self.kv_heads, heads):
+            raise ValueError(f"k and v must have kv_heads={self.kv_heads} heads (or heads={heads}, repeated per "
+                             f"group), got shapes {tuple(k.shape)}, {tuple(v.shape)}")
+        grouped = k.shape[1] != heads  # grouped-query attention: query head h reads key/value head h // group
         mask, bias, visible = self._visible(mask, bias, tq, tk)
         if tq * tk * self.key_dim <= _SMALL:
+            if grouped:  # tiny: repeat each key/value head for its group
+                group = heads // self.kv_heads
+                k, v = jnp.repeat(k, group, axis=1), jnp.repeat(v, group, axis=1)
             context, weights = self._heads_small(q, k, v, mask, bias, visible)
+        elif grouped:
+            context, weights = self._groups(q, k, v, mask, bias)
         else:
             # Chapter 2's attention once per head (vmap over the head axis): its matrix products scale to long
             # sequences, and it keeps the same contract (hidden keys and values may hold anything, rows that
@@ -210,6 +245,19 @@ class MultiHeadAttention(eqx.Module):
         elif tk == 0:  # no key at all: every query sees nothing
             out = jnp.zeros_like(out)
         return out, weights
+
+    def _groups(self, q, k, v, mask, bias):
+        """Grouped-query attention on long sequences without copying keys and values: the query heads of a group
+        become extra query rows of one call of chapter 2's attention against their shared key/value head (vmap
+        over the ``G`` groups), so each cached key and value is read once per group, not once per query head."""
+        (tq, heads, dk), (tk, groups, dv) = q.shape, v.shape
+        size = heads // groups  # query head h = g * size + i is row block i of group g
+        rows = lambda a: None if a is None else a.reshape(groups, size * tq, tk)  # (heads, Tq, Tk) -> (G, size Tq, Tk)
+        q = jnp.transpose(q.reshape(tq, groups, size, dk), (1, 2, 0, 3)).reshape(groups, size * tq, dk)
+        axes = (0, 1, 1, None if mask is None else 0, None if bias is None else 0)
+        context, weights = jax.vmap(scaled_dot_product_attention, in_axes=axes)(q, k, v, rows(mask), rows(bias))
+        context = jnp.transpose(context.reshape(groups, size, tq, dv), (2, 0, 1, 3)).reshape(tq, heads, dv)
+        return context, weights.reshape(heads, tq, tk)
 
     def _heads_small(self, q, k, v, mask, bias, visible):
         """Every head's ``(context (Tq, heads, value_dim), weights (heads, Tq, Tk))`` for tiny sequences
@@ -256,6 +304,8 @@ class MultiHeadAttention(eqx.Module):
 
         ``process_heads(q, k, v) -> (q, k, v)``, as in ``equinox.nn.MultiheadAttention``, transforms the
         projected heads (``(T, heads, features)`` each) before the scores: RoPE rotates ``q`` and ``k`` there.
+        With ``kv_heads = G < heads`` the hook receives the ``G`` key/value heads repeated for their groups, so
+        ``(T, heads, features)`` as for every other layer (RoPE commutes with that repetition).
 
         Padding may hold anything: a key or value that a query may not see (in any head) does not
         reach that query's output or its gradient, even if it is NaN or inf, and a key, value or
@@ -283,8 +333,22 @@ class MultiHeadAttention(eqx.Module):
             value = jnp.where(key_seen[:, None], value, 0)
         q, k, v = self.project(query, key, value)
         if process_heads is not None:
+            if self.kv_heads != self.num_heads:  # hooks see (T, heads, features), as for chapter 4's layer
+                group = self.num_heads // self.kv_heads
+                k, v = jnp.repeat(k, group, axis=1), jnp.repeat(v, group, axis=1)
             q, k, v = process_heads(q, k, v)
         return self.attend(q, k, v, mask, bias)
+
+
+def _check_kv_heads(heads: int, kv_heads, heads_name: str) -> int:
+    """``kv_heads`` checked (a positive divisor of ``heads``), ``heads`` for ``None``."""
+    if kv_heads is None:
+        return heads
+    kv_heads = _checks.positive_int("kv_heads", kv_heads)
+    if heads % kv_heads:
+        raise ValueError(f"{heads_name} must be divisible by kv_heads (each key/value head serves a group of "
+                         f"query heads), got {heads_name}={heads}, kv_heads={kv_heads}")
+    return kv_heads
 
 
 def parameter_count(layer: MultiHeadAttention) -> int:
@@ -304,28 +368,36 @@ class MultiHeadSelfAttention(eqx.Module):
     ``init="glorot"`` (the default) draws the kernels as :class:`MultiHeadAttention` does (Keras);
     ``init="fan-in"`` draws each of the four projections as an :class:`attnbook.nn.Dense` of
     ``(d_model, d_model)`` (chapter 5's published runs, whose baseline was built that way).
+
+    ``kv_heads`` (chapter 10; ``None`` means ``heads``): key/value heads shared by groups of query heads, as in
+    :class:`MultiHeadAttention`; with ``init="fan-in"`` the key and value projections are then ``Dense`` of
+    ``(d_model, kv_heads * d_model // heads)``.
     """
 
     attention: MultiHeadAttention
     causal: bool = eqx.field(static=True)
 
-    def __init__(self, d_model: int, heads: int, *, causal: bool = True, init: str = "glorot", key: jax.Array):
+    def __init__(self, d_model: int, heads: int, *, causal: bool = True, init: str = "glorot",
+                 kv_heads: int | None = None, key: jax.Array):
         d_model = _checks.positive_int("d_model", d_model)
         heads = _checks.positive_int("heads", heads)
         if d_model % heads:
             raise ValueError(f"d_model must be divisible by heads, got d_model={d_model}, heads={heads}")
         if init not in ("glorot", "fan-in"):
             raise ValueError(f"init must be 'glorot' or 'fan-in', got {init!r}")
+        groups = _check_kv_heads(heads, kv_heads, "heads")
         key = _checks.prng_key("key", key)
-        layer = MultiHeadAttention(d_model, heads, d_model // heads, key=key)
+        layer = MultiHeadAttention(d_model, heads, d_model // heads, kv_heads=groups, key=key)
         if init == "fan-in":
             dk = d_model // heads
-            q, k, v, o = (nn.Dense(d_model, d_model, key=sub) for sub in nn.split(key, 4))
+            k_q, k_k, k_v, k_o = nn.split(key, 4)
+            q, o = nn.Dense(d_model, d_model, key=k_q), nn.Dense(d_model, d_model, key=k_o)
+            k, v = nn.Dense(d_model, groups * dk, key=k_k), nn.Dense(d_model, groups * dk, key=k_v)
             layer = eqx.tree_at(
                 lambda m: (m.w_q, m.b_q, m.w_k, m.b_k, m.w_v, m.b_v, m.w_o, m.b_o), layer,
                 (q.weight.reshape(d_model, heads, dk), q.bias.reshape(heads, dk),
-                 k.weight.reshape(d_model, heads, dk), k.bias.reshape(heads, dk),
-                 v.weight.reshape(d_model, heads, dk), v.bias.reshape(heads, dk),
+                 k.weight.reshape(d_model, groups, dk), k.bias.reshape(groups, dk),
+                 v.weight.reshape(d_model, groups, dk), v.bias.reshape(groups, dk),
                  o.weight.reshape(heads, dk, d_model), o.bias))
         self.attention = layer
         self.causal = _checks.flag("causal", causal)
@@ -333,6 +405,11 @@ class MultiHeadSelfAttention(eqx.Module):
     @property
     def heads(self) -> int:
         return self.attention.num_heads
+
+    @property
+    def kv_heads(self) -> int:
+        """Key/value heads (chapter 10): ``heads`` unless they are shared."""
+        return self.attention.kv_heads
 
     @_checks.shaped
     def __call__(self, x: Float[Array, "T d_model"], bias: Float[Array, "*heads T T"] | None = None, *,

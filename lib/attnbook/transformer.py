@@ -241,7 +241,8 @@ def init_cache(model: EncoderDecoder, length: int) -> tuple:
     """The preallocated decoding state of every decoder block, for ``length`` generated tokens.
 
     Attention: keys and values ``(length, heads, key_dim)`` and ``(length, heads, value_dim)``, zero
-    until step ``t`` writes row ``t``. AFT-simple: the running maximum, numerator and denominator of its
+    until step ``t`` writes row ``t`` (``kv_heads`` instead of ``heads`` for a layer that shares its keys and
+    values, chapter 10). AFT-simple: the running maximum, numerator and denominator of its
     causal sum, three ``(d_model,)`` vectors whatever the length.
     """
     if not isinstance(model, EncoderDecoder):
@@ -252,8 +253,8 @@ def init_cache(model: EncoderDecoder, length: int) -> tuple:
         mixer = block.mixer
         if isinstance(mixer, MultiHeadSelfAttention):
             mha = mixer.attention
-            cache.append((jnp.zeros((length, mha.num_heads, mha.key_dim)),
-                          jnp.zeros((length, mha.num_heads, mha.value_dim))))
+            cache.append((jnp.zeros((length, mha.kv_heads, mha.key_dim)),  # kv_heads = num_heads unless shared
+                          jnp.zeros((length, mha.kv_heads, mha.value_dim))))
         elif isinstance(mixer, AFTSimple):
             d = mixer.query.weight.shape[1]
             cache.append((jnp.full((d,), jnp.finfo(jnp.float32).min), jnp.zeros((d,)), jnp.zeros((d,))))

@@ -1,0 +1,81 @@
+"""Chapter 10: multi-head latent attention (DeepSeek-V2) on chapter 8's task, at the cache sizes of MQA, GQA and MHA.
+
+The task, the settings, the seeds and each seed's data are those of ``bench/kv_heads_quality.py`` (chapter 8's
+Markov task with a known optimum, 300 Adam steps, five seeds vmapped). The model is chapter 8's with every
+block's attention replaced by ``attnbook.latent.MultiHeadLatentAttention`` (``attnbook.kv.mla_position_model``):
+4 heads of 8 features, a decoupled RoPE part of ``ROPE_DIM = 4`` features (the paper's ``d_h^R = d_h / 2``) and
+a latent of rank ``r``. The ranks give a cache of ``r + 4`` numbers per token and layer equal to that of MQA
+(r = 12: 16 numbers, 64 bytes), of GQA with 2 key/value heads (r = 28: 32 numbers) and of MHA (r = 60: 64
+numbers); DeepSeek-V2's own choice ``d_c = 4 d_h`` is r = 32.
+
+Writes bench/results/latent_quality.csv (per rank and seed: held-out loss on chapter 8's 128 evaluation
+sequences of length 32, excess over the optimum, final training loss, cache bytes per token per layer and for
+the model, attention parameters per layer, the model's parameters) and bench/results/latent_quality.json (the
+machine, the load, the versions, the settings, the time per rank).
+
+    python bench/latent_quality.py
+"""
+
+from __future__ import annotations
+
+import datetime
+import importlib.metadata
+import json
+import os
+import pathlib
+import sys
+import time
+
+sys.path.insert(0, str(pathlib.Path(__file__).parent))
+from attention_cost import machine, write_csv  # noqa: E402
+from kv_heads_quality import OUT, SEEDS, held_out  # noqa: E402
+
+from attnbook import extrapolation as ex  # noqa: E402
+from attnbook import kv, nn  # noqa: E402
+
+RANKS = [12, 28, 60]
+ROPE_DIM = 4
+
+
+def main() -> None:
+    start, load_before = time.time(), os.getloadavg()
+    x, y, floor = ex.experiment_eval_data(1)
+    floor_mean = float(floor.mean())
+    rows, timings, loads = [], {}, []
+    for rank in RANKS:
+        began = time.time()
+        models, losses = kv.experiment_train(None, SEEDS, rank=rank, rope_dim=ROPE_DIM)
+        for i, seed in enumerate(SEEDS):
+            model = ex.select(models, i)
+            mixer = model.blocks[0].mixer
+            loss, excess = held_out(model, x, y, floor_mean)
+            rows.append(dict(method="latent", rank=rank, rope_dim=ROPE_DIM, seed=seed, loss=loss, excess=excess,
+                             final_train_loss=round(float(losses[i, -20:].mean()), 5),
+                             cache_bytes_per_token_per_layer=kv.cache_bytes_per_token(mixer),
+                             cache_bytes_per_token=kv.cache_bytes_per_token(mixer) * len(model.blocks),
+                             attention_parameters_per_layer=nn.count_parameters(mixer),
+                             parameters=nn.count_parameters(model)))
+        timings[f"rank_{rank}"] = round(time.time() - began, 1)
+        loads.append(round(os.getloadavg()[0], 2))
+        print("rank", rank, timings[f"rank_{rank}"], "s", [r["excess"] for r in rows[-len(SEEDS):]], flush=True)
+    write_csv(OUT / "latent_quality.csv", rows)
+    versions = {p: importlib.metadata.version(p) for p in ("jax", "jaxlib", "equinox", "optax", "numpy")}
+    meta = dict(
+        date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        machine=machine(),
+        versions=versions,
+        load_average_1min=dict(before=round(load_before[0], 2), after=round(os.getloadavg()[0], 2),
+                               after_each_run=dict(min=min(loads), max=max(loads))),
+        note="the machine was shared with other processes; timings are inflated by the load, losses are not",
+        settings=dict(ex.SETTINGS, seeds=SEEDS, ranks=RANKS, rope_dim=ROPE_DIM, optimum=round(floor_mean, 5),
+                      model="kv.mla_position_model: chapter 8's 'nope' model with MultiHeadLatentAttention mixers "
+                            "(Glorot-uniform from fold_in(key(seed), 1000 + block))"),
+        seconds=timings,
+        total_seconds=round(time.time() - start, 1),
+    )
+    (OUT / "latent_quality.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+    print("wrote", OUT / "latent_quality.csv", "and the .json")
+
+
+if __name__ == "__main__":
+    main()

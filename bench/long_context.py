@@ -24,7 +24,8 @@ chapter 8's 128 held-out sequences (``ex.experiment_eval_data``), or their prefi
 Writes bench/results/long_context_finetune.csv, long_context_window.csv, long_context_sink_mass.csv (per
 query position, mean over the heads of each block), long_context_sink_heads.csv (per head, the mean over queries
 i >= L), long_context_rolling_cache.csv, and long_context.json (machine, load, versions, settings, timings).
-The stored run took about 20 minutes on a 2-core machine shared with other jobs (see the JSON for the load):
+The stored run took 46 minutes on a 2-core machine shared with other jobs (load average 3 to 12, in the JSON; 13
+of them pretraining, 23 fine-tuning, 2 the windows, 8 the sinks); an idle machine needs a fraction of that:
 
     python bench/long_context.py
 """

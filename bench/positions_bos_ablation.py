@@ -17,17 +17,15 @@ bench/results/positions_bos_ablation.json (machine, date, load).
 
 from __future__ import annotations
 
-import datetime
 import json
-import os
 import pathlib
 import sys
-import time
 
 import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
-from attention_cost import machine, write_csv  # noqa: E402
+from attention_cost import write_csv  # noqa: E402
+from run_info import RunInfo  # noqa: E402
 
 from attnbook import extrapolation as ex  # noqa: E402
 
@@ -43,7 +41,7 @@ def with_bos(x, y, bos):
 
 
 def main() -> None:
-    start, load_before = time.time(), os.getloadavg()
+    info = RunInfo("python bench/positions_bos_ablation.py")
     s, L = ex.SETTINGS, ex.SETTINGS["train_length"]
     bos = s["vocab_size"]
     data = [with_bos(*ex.experiment_training_data(seed), bos) for seed in SEEDS]
@@ -60,10 +58,7 @@ def main() -> None:
             rows.append(dict(encoding="nope_with_bos", seed=seed, eval_length=m * L, loss=round(float(part.mean()), 5)))
         print(seed, [r["loss"] for r in rows[-len(MULTIPLES):]], flush=True)
     write_csv(OUT / "positions_bos_ablation.csv", rows)
-    meta = dict(date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), machine=machine(),
-                load_average_1min=dict(before=round(load_before[0], 2), after=round(os.getloadavg()[0], 2)),
-                settings=dict(s, seeds=SEEDS, bos_token=bos, train_inputs="BOS + L tokens"),
-                total_seconds=round(time.time() - start, 1))
+    meta = info.metadata(settings=dict(s, seeds=SEEDS, bos_token=bos, train_inputs="BOS + L tokens"))
     (OUT / "positions_bos_ablation.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
 
 

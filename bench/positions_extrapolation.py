@@ -29,9 +29,7 @@ other jobs (load average 6 to 10); an idle machine needs a fraction of that:
 
 from __future__ import annotations
 
-import datetime
 import json
-import os
 import pathlib
 import sys
 import time
@@ -40,7 +38,8 @@ import equinox as eqx
 import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
-from attention_cost import machine, write_csv  # noqa: E402
+from attention_cost import write_csv  # noqa: E402
+from run_info import RunInfo  # noqa: E402
 
 from attnbook import extrapolation as ex  # noqa: E402
 
@@ -63,12 +62,12 @@ def t5_interventions(model, x, y, L):
 
 
 def main() -> None:
-    start, load_before = time.time(), os.getloadavg()
+    info = RunInfo(None)
     L = ex.SETTINGS["train_length"]
     x8, y8, floor8 = ex.experiment_eval_data(max(MULTIPLES))
     current8 = ex.current_token_loss(ex.experiment_table(), ex.SETTINGS["order"], x8)
     evals = {m: (x8[:, :m * L], y8[:, :m * L]) for m in MULTIPLES}  # every length: prefixes of the same sequences
-    summary, per_position, diagnostics, timings, loads = [], [], [], {}, []
+    summary, per_position, diagnostics, timings = [], [], [], {}
     for name, values in (("optimum", floor8), ("current_token", current8)):
         for m in MULTIPLES:
             v = values[:, :m * L]
@@ -108,23 +107,18 @@ def main() -> None:
             diagnostics += [dict(encoding=encoding, seed=seed, diagnostic=k, eval_length=max(MULTIPLES) * L,
                                  value=round(v, 5)) for k, v in values.items()]
         timings[encoding] = round(time.time() - began, 1)
-        loads.append(round(os.getloadavg()[0], 2))
+        info.sample()
         print(encoding, timings[encoding], "s", [r["loss_beyond_L"] for r in summary[-len(MULTIPLES) * len(SEEDS):]],
               flush=True)
     write_csv(OUT / "positions_extrapolation.csv", summary)
     write_csv(OUT / "positions_per_position.csv", per_position)
     write_csv(OUT / "positions_diagnostics.csv", diagnostics)
-    meta = dict(
-        date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        machine=machine(),
-        load_average_1min=dict(before=round(load_before[0], 2), after=round(os.getloadavg()[0], 2),
-                               after_each_encoding=dict(min=min(loads), max=max(loads))),
-        note="the machine was shared with other processes; timings are inflated by the load, losses are not",
+    meta = info.metadata(
+        samples_name="after_each_encoding",
         settings=dict(ex.SETTINGS, seeds=SEEDS, eval_multiples=MULTIPLES),
         eval_sequences="every length is a prefix of the same 8L sequences (ex.experiment_eval_data)",
         current_token="exact: ex.current_token_loss, the chain's conditional of the next token given the current one",
         seconds_per_encoding=timings,
-        total_seconds=round(time.time() - start, 1),
     )
     (OUT / "positions_extrapolation.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
     print("wrote", OUT / "positions_extrapolation.csv", "and the per-position table and .json")

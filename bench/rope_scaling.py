@@ -41,9 +41,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import datetime
 import json
-import os
 import pathlib
 import sys
 import time
@@ -51,7 +49,8 @@ import time
 import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
-from attention_cost import machine, write_csv  # noqa: E402
+from attention_cost import write_csv  # noqa: E402
+from run_info import RunInfo  # noqa: E402
 
 from attnbook import extrapolation as ex  # noqa: E402
 from attnbook import positional  # noqa: E402
@@ -98,11 +97,11 @@ def chapter8_stored() -> dict:
 
 
 def main() -> None:
-    start, load_before = time.time(), os.getloadavg()
+    info = RunInfo("python bench/rope_scaling.py")
     L = ex.SETTINGS["train_length"]
     x8, y8, floor8 = ex.experiment_eval_data(max(MULTIPLES))
     current8 = ex.current_token_loss(ex.experiment_table(), ex.SETTINGS["order"], x8)
-    rows, per_position, timings, loads = [], [], {}, []
+    rows, per_position, timings = [], [], {}
     curves = {}  # (method, seed, m) -> per-position loss
 
     def record(method, seed, m, curve, final_train_loss=""):
@@ -135,7 +134,7 @@ def main() -> None:
                     curve = np.asarray(ex.loss_per_position(model, x, y, scaling=scaling))
                     record(method, seed, m, curve, final)
         timings[f"evaluate_{encoding}"] = round(time.time() - began, 1)
-        loads.append(round(os.getloadavg()[0], 2))
+        info.sample()
         print(encoding, timings, flush=True)
 
     # the summary: excess loss beyond L over the seeds, and every comparison per seed
@@ -169,13 +168,8 @@ def main() -> None:
     write_csv(OUT / "rope_scaling_summary.csv", summary)
     write_csv(OUT / "rope_scaling_comparisons.csv", comparisons)
     write_csv(OUT / "rope_scaling_per_position.csv", per_position)
-    meta = dict(
-        date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        machine=machine(),
-        load_average_1min=dict(before=round(load_before[0], 2), after=round(os.getloadavg()[0], 2),
-                               after_each_encoding=dict(min=min(loads), max=max(loads))),
-        note="the machine was shared with other processes; timings are inflated by the load, losses are not",
-        command="python bench/rope_scaling.py",
+    meta = info.metadata(
+        samples_name="after_each_encoding",
         settings=dict(ex.SETTINGS, seeds=SEEDS, eval_multiples=MULTIPLES, head_features=ex.SETTINGS["d_model"]
                       // ex.SETTINGS["heads"], rope_base=10000.0),
         scalings={m: {k: repr(v) for k, v in scalings(m, L).items()} for m in MULTIPLES},
@@ -190,7 +184,6 @@ def main() -> None:
                     "no seed), every_seed = all of them; mean_difference = mean over seeds of method minus other",
         chapter8_reproduced_max_abs_diff_loss_beyond_L=reproduced,
         seconds=timings,
-        total_seconds=round(time.time() - start, 1),
     )
     (OUT / "rope_scaling.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
     print("chapter 8 reproduced (max |diff| of loss beyond L):", reproduced)

@@ -5,14 +5,15 @@ One module per concept, in chapter order (a module imports only modules of its o
 
 - :mod:`attnbook.nn`: the one initialiser (``init``), ``Dense``, the feed-forward layer, the Transformer ``Block``
   (pre-/post-LN, ReLU or GELU), ``count_parameters`` (shared)
-- :mod:`attnbook.positional`: sinusoidal encoding, its rotation property, RoPE (and its ``process_heads`` hook), ALiBi (ch. 1)
+- :mod:`attnbook.positional`: sinusoidal encoding, its rotation property, RoPE (and its ``process_heads`` hook), ALiBi (ch. 1);
+  RoPE stretched: position interpolation, "NTK-aware" scaling, YaRN (``scaling=``, ch. 9)
 - :mod:`attnbook.attention`: scaled dot-product attention, masked softmax, single-head self-attention (ch. 2);
   memory-efficient chunked_attention and the one online-softmax merge (ch. 6)
 - :mod:`attnbook.baselines`: the linear model attention is compared with (ch. 2)
 - :mod:`attnbook.data`: the weather processes and their Bayes-optimal accuracies (ch. 2-3)
 - :mod:`attnbook.train`: ``fit``, the one training loop of the book, ``fit_seeds`` (its step over several
   models at once) and ``cross_entropy``, the one loss (ch. 2 onwards)
-- :mod:`attnbook.masking`: causal and padding masks (ch. 3)
+- :mod:`attnbook.masking`: causal and padding masks (ch. 3); the causal sliding window (ch. 9)
 - :mod:`attnbook.sampling`: autoregressive sampling (ch. 3)
 - :mod:`attnbook.mha`: multi-head attention in the Keras weight layout (``project``/``attend``, score ``bias``,
   ``process_heads``), per-position key bias, multi-head self-attention as a token mixer (ch. 4)
@@ -22,7 +23,9 @@ One module per concept, in chapter order (a module imports only modules of its o
 - :mod:`attnbook.transformer`: blocks by name, encoder-decoder with cross-attention, greedy decoding with and
   without a KV cache, the digit-reversal task (ch. 7)
 - :mod:`attnbook.extrapolation`: an order-2 Markov task with a known optimum and a small causal Transformer
-  taking any of six position schemes, to measure reading beyond the training length (ch. 8)
+  taking any of six position schemes, to measure reading beyond the training length (ch. 8); RoPE scaled at
+  evaluation (``scaling=``), windows with attention sinks (``max_offset=``, ``sinks=``) and ``fine_tune`` at a
+  longer length (ch. 9)
 - :mod:`attnbook.plotting`: fonts, labels and heat-maps in the page's language
 
 Bad input: the contract

@@ -212,18 +212,21 @@ class PositionModel(eqx.Module):
             return self.relative(length)
         return None
 
-    def _scores_bias(self, length: int, max_offset: int | None) -> Float[Array, "heads T T"] | None:
-        """The additive score bias, with ``-inf`` on every key at offset ``i - j >= max_offset`` if given."""
+    def _scores_bias(self, length: int, max_offset: int | None, sinks: int = 0) -> Float[Array, "heads T T"] | None:
+        """The additive score bias, with ``-inf`` on every key at offset ``i - j >= max_offset`` if given,
+        except the first ``sinks`` keys (``j < sinks``), which stay visible (attention sinks, chapter 9)."""
         bias = self.bias(length)
+        sinks = _checks.nonnegative_int("sinks", sinks)
         if max_offset is None:
             return bias
         max_offset = _checks.positive_int("max_offset", max_offset)
         pos = np.arange(length)
-        far = jnp.asarray((pos[:, None] - pos[None, :]) >= max_offset)  # [i, j]: key j at offset >= max_offset
+        far = (pos[:, None] - pos[None, :]) >= max_offset  # [i, j]: key j at offset >= max_offset
+        far = jnp.asarray(far & (pos[None, :] >= sinks))  # ... and not one of the first `sinks` keys
         bias = jnp.zeros((self.heads, length, length), jnp.float32) if bias is None else bias
         return jnp.where(far[None], -jnp.inf, bias)
 
-    def _run(self, tokens, max_offset, with_weights, scaling=None):
+    def _run(self, tokens, max_offset, with_weights, scaling=None, sinks=0):
         tokens = _checks.tokens("tokens", tokens, self.head.weight.shape[1])
         length, d_model = tokens.shape[0], self.embedding.shape[1]
         x = self.embedding[tokens]
@@ -231,7 +234,7 @@ class PositionModel(eqx.Module):
             x = x + positional.sinusoidal_encoding(length, d_model) if length else x
         elif self.encoding == "learned":
             x = x + self.positions(length)
-        bias = self._scores_bias(length, max_offset)
+        bias = self._scores_bias(length, max_offset, sinks)
         hook = positional.rope_heads if self.encoding == "rope" else None
         if scaling is not None:  # chapter 9: RoPE stretched at evaluation time
             if self.encoding != "rope":
@@ -248,7 +251,7 @@ class PositionModel(eqx.Module):
         return (logits, jnp.stack(weights)) if with_weights else logits
 
     @_checks.shaped
-    def __call__(self, tokens: Int[Array, " T"], max_offset: int | None = None, *, scaling=None
+    def __call__(self, tokens: Int[Array, " T"], max_offset: int | None = None, *, scaling=None, sinks: int = 0
                  ) -> Float[Array, "T vocab"]:
         """Next-token logits for integer ``tokens (T,)`` in ``0 .. vocab_size - 1`` (checked, also under jit).
 
@@ -256,15 +259,17 @@ class PositionModel(eqx.Module):
         (a diagnostic: the model was trained without it). ``scaling`` (optional, RoPE models only; chapter 9):
         a :class:`~attnbook.positional.PositionInterpolation`, :class:`~attnbook.positional.NTKAwareScaling` or
         :class:`~attnbook.positional.YaRNScaling` applied to every head's RoPE, without retraining; ``None``
-        is the model as trained.
+        is the model as trained. ``sinks`` (chapter 9, with ``max_offset``): the first ``sinks`` keys stay
+        visible to every query whatever their offset, as in the rolling cache with attention sinks of Xiao et
+        al. (2023); positions stay those of the whole sequence.
         """
-        return self._run(tokens, max_offset, False, scaling)
+        return self._run(tokens, max_offset, False, scaling, sinks)
 
     @_checks.shaped
-    def attention_weights(self, tokens: Int[Array, " T"], max_offset: int | None = None, *, scaling=None
-                          ) -> tuple[Float[Array, "T vocab"], Float[Array, "depth heads T T"]]:
+    def attention_weights(self, tokens: Int[Array, " T"], max_offset: int | None = None, *, scaling=None,
+                          sinks: int = 0) -> tuple[Float[Array, "T vocab"], Float[Array, "depth heads T T"]]:
         """The logits and every block's attention weights ``(depth, heads, T, T)`` (query ``i``, key ``j``)."""
-        return self._run(tokens, max_offset, True, scaling)
+        return self._run(tokens, max_offset, True, scaling, sinks)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -273,7 +278,7 @@ class PositionModel(eqx.Module):
 
 @_checks.shaped
 def loss_per_position(model: PositionModel, inputs: Int[Array, "N T"], targets: Int[Array, "N T"],
-                      *, max_offset: int | None = None, scaling=None) -> Float[Array, " T"]:
+                      *, max_offset: int | None = None, scaling=None, sinks: int = 0) -> Float[Array, " T"]:
     """Mean cross-entropy (nats) at each position over the ``N`` sequences: shape ``(T,)``.
 
     ``targets`` must lie in ``[0, vocab_size)``, also under ``jit``. ``max_offset`` and ``scaling`` (a RoPE
@@ -284,6 +289,9 @@ def loss_per_position(model: PositionModel, inputs: Int[Array, "N T"], targets: 
     targets = _checks.integers_in_range("targets", targets, 0, model.head.weight.shape[1])
     if max_offset is not None:
         max_offset = _checks.positive_int("max_offset", max_offset)
+    sinks = _checks.nonnegative_int("sinks", sinks)
+    if sinks:
+        return jnp.mean(_eval_loss_sinks(model, inputs, targets, max_offset, scaling, sinks), axis=0)
     if scaling is None:
         return jnp.mean(_eval_loss(model, inputs, targets, max_offset), axis=0)
     scaling = positional._check_scaling(scaling)
@@ -295,6 +303,12 @@ def loss_per_position(model: PositionModel, inputs: Int[Array, "N T"], targets: 
 @eqx.filter_jit
 def _eval_loss(model, inputs, targets, max_offset=None):
     return train_module.cross_entropy(jax.vmap(lambda t: model(t, max_offset))(inputs), targets)
+
+
+@eqx.filter_jit
+def _eval_loss_sinks(model, inputs, targets, max_offset, scaling, sinks):
+    return train_module.cross_entropy(jax.vmap(lambda t: model(t, max_offset, scaling=scaling, sinks=sinks))(inputs),
+                                      targets)
 
 
 @eqx.filter_jit
@@ -362,6 +376,54 @@ _LOSS = train_module.classification_loss(lambda model, tokens: model(tokens))
 """Mean next-token cross-entropy of a batch ``(inputs (N, T), targets (N, T))``."""
 
 select = train_module.select
+
+
+@_checks.shaped
+def fine_tune(models: PositionModel, inputs: Int[Array, "seeds steps batch T"], targets: Int[Array, "seeds steps batch T"],
+              *, checkpoints, scaling=None, learning_rate: float = 1e-3) -> list[PositionModel]:
+    """Continue training stacked models (as :func:`train` returns them) with Adam, RoPE scaled by ``scaling``.
+
+    Chapter 9's fine-tuning at a longer length: model ``r`` trains at step ``s`` on ``inputs[r, s]``, with a fresh
+    Adam state and ``model(tokens, scaling=scaling)`` as the model (the scaling stays part of the model from
+    then on). ``checkpoints`` are increasing step counts from 0 to at most ``steps``; the models after each
+    are returned, in one list (step 0: the models as given). One run: the optimizer state carries over from one
+    checkpoint to the next.
+    """
+    if not isinstance(models, PositionModel):
+        raise TypeError(f"models must be stacked PositionModels, got {type(models).__name__}")
+    inputs, targets = jnp.asarray(inputs), jnp.asarray(targets)
+    if inputs.ndim != 4 or inputs.shape != targets.shape:
+        raise ValueError(f"inputs and targets must both have shape (seeds, steps, batch, T), got "
+                         f"{tuple(inputs.shape)} and {tuple(targets.shape)}")
+    checkpoints = [_checks.nonnegative_int("checkpoints[i]", c) for c in checkpoints]
+    if not checkpoints or any(b <= a for a, b in zip(checkpoints, checkpoints[1:])) or checkpoints[-1] > inputs.shape[1]:
+        raise ValueError(f"checkpoints must increase from 0 up to steps={inputs.shape[1]}, got {checkpoints}")
+    if scaling is not None:
+        scaling = positional._check_scaling(scaling)
+    learning_rate = _checks.positive_float("learning_rate", learning_rate)
+    optimizer = optax.adam(learning_rate)
+    loss_fn = train_module.classification_loss(lambda model, tokens: model(tokens, scaling=scaling))
+    params, static = eqx.partition(models, eqx.is_inexact_array)
+    state = jax.vmap(optimizer.init)(params)
+    out, done = [], 0
+    for c in checkpoints:
+        if c > done:
+            params, state = _fine_tune_steps(params, state, static, loss_fn, optimizer,
+                                             (inputs[:, done:c], targets[:, done:c]))
+            done = c
+        out.append(eqx.combine(params, static))
+    return out
+
+
+@eqx.filter_jit
+def _fine_tune_steps(params, state, static, loss_fn, optimizer, batches):
+    step, _ = train_module._training_step(static, loss_fn, optimizer)
+
+    def one(params, state, batches):
+        (params, state), _ = jax.lax.scan(step, (params, state), batches)
+        return params, state
+
+    return jax.vmap(one)(params, state, batches)
 
 
 # ---------------------------------------------------------------------------------------------

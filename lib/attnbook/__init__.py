@@ -16,7 +16,8 @@ One module per concept, in chapter order (a module imports only modules of its o
 - :mod:`attnbook.masking`: causal and padding masks (ch. 3); the causal sliding window (ch. 9)
 - :mod:`attnbook.sampling`: autoregressive sampling (ch. 3)
 - :mod:`attnbook.mha`: multi-head attention in the Keras weight layout (``project``/``attend``, score ``bias``,
-  ``process_heads``), per-position key bias, multi-head self-attention as a token mixer (ch. 4)
+  ``process_heads``), per-position key bias, multi-head self-attention as a token mixer (ch. 4);
+  fewer key/value heads than query heads, ``kv_heads=`` (grouped-query and multi-query attention, ch. 10)
 - :mod:`attnbook.aft`: the Attention Free Transformer, all four variants, exact and stable, and its layers (ch. 5)
 - :mod:`attnbook.lm`: chapter 5's next-token model, with attention or an AFT layer as its mixer (``make_mixer``) (ch. 5)
 - :mod:`attnbook.cost`: wall time and XLA's temporary-memory analysis of compiled functions (ch. 6)
@@ -26,6 +27,10 @@ One module per concept, in chapter order (a module imports only modules of its o
   taking any of six position schemes, to measure reading beyond the training length (ch. 8); RoPE scaled at
   evaluation (``scaling=``), windows with attention sinks (``max_offset=``, ``sinks=``) and ``fine_tune`` at a
   longer length (ch. 9)
+- :mod:`attnbook.kv`: what a decoder caches per token (``cache_bytes_per_token``), Ainslie et al.'s mean-pooling
+  of a trained layer's key/value heads (``pool_kv_heads``), chapter 8's model with grouped-query or latent
+  attention (ch. 10; grouped-query and multi-query attention themselves are :mod:`attnbook.mha`'s ``kv_heads=``)
+- :mod:`attnbook.latent`: DeepSeek-V2's multi-head latent attention with its decoupled RoPE key (ch. 10)
 - :mod:`attnbook.plotting`: fonts, labels and heat-maps in the page's language
 
 Bad input: the contract

@@ -1,4 +1,4 @@
-"""Exercises with checked answers, one module per chapter (ch. 1-8).
+"""Exercises with checked answers, one module per chapter (ch. 1-9).
 
 In a notebook::
 

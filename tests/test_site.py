@@ -6,8 +6,11 @@ command do), then
 * runs every check of tools/sitecheck.py on it (numbering, chapter mentions, cross-references, the
   build log, images, links and anchors, ``<html lang>``, twins, search index, notebook links), and
   each of them on a copy broken on purpose, where it must report the break;
-* drives Debian's Chromium with Selenium (no browser is ever downloaded): the language switch on
-  every page, the chooser under file:// and HTTP, search in both languages.
+* drives Debian's Chromium with Selenium (no browser is ever downloaded): the chooser under file://
+  and HTTP, search in both languages, and one pass per width over every page of both editions
+  (``views``: 1280 px over HTTP, 390 px over file://), each page loaded once, in which the layout
+  checks, axe-core (at 1280 px) and the language links are all run; the whole file took 1054 s with
+  a page load per check and a click per language link, 553 s so (both on a loaded two-core machine).
 
 Without Quarto or Chromium these tests are skipped with a reason that says how to install them,
 except under ``CI=true``, where a missing tool is a failure: CI must never pass by skipping them.
@@ -236,9 +239,9 @@ def browser() -> Iterator[Callable[[str], object]]:
             return started[language]
         options = webdriver.ChromeOptions()
         options.binary_location = binary
-        # tools.screenshots.CHROMIUM_ARGS: the pages load MathJax from a CDN, which here fails at
-        # once, so the tests never depend on the network. "eager": a page counts as loaded when its
-        # DOM is ready.
+        # tools.screenshots.CHROMIUM_ARGS: no host but the loopback resolves, so the tests never
+        # depend on the network (the site serves its own MathJax). "eager": a page counts as loaded
+        # when its DOM is ready.
         options.page_load_strategy = "eager"
         for arg in (*CHROMIUM_ARGS, "--window-size=1280,900", f"--lang={language}"):
             options.add_argument(arg)
@@ -482,6 +485,12 @@ function attnbookLayout(width, report) {
                 Math.round(column.left) + "-" + Math.round(column.right) + " px)"]);
     if (r.right > tocLeft + 1 && r.top < toc.getBoundingClientRect().bottom)
       out.push([label(el), "overlaps the table of contents"]);
+    // On a phone a table never scrolls sideways: one too wide is stacked (site/table-stack.html).
+    if (width < 600 && el.tagName === "TABLE" && el.scrollWidth > el.clientWidth + 1) {
+      out.push([label(el), "scrolls sideways on a phone (" + el.scrollWidth + " px in " + el.clientWidth +
+                " px): a wide table must be stacked, one block per row"]);
+      return;
+    }
     // Content wider than its box: it must scroll inside the box (its own or a wrapper's) with a cue.
     var box = el, inner = el.tagName === "DIV" ? el.querySelector("pre") || el : el;
     if (inner.scrollWidth <= inner.clientWidth + 1 && el.scrollWidth <= el.clientWidth + 1) return;

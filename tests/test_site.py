@@ -385,10 +385,15 @@ def test_search_finds_a_chapter_word(site: Built, server: str, browser, lang: st
     box[0].click()
     field = wait_for(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "input.aa-Input"), "the field")
     field[0].send_keys(word)
-    results = wait_for(driver, lambda d: [a.get_attribute("href") for a in
-                                          d.find_elements(By.CSS_SELECTOR, ".aa-Panel a")] or None,
-                       f"search results for {word!r}")
-    assert any(f"/{lang}/chapters/{lang}/{chapter}" in href for href in results), results
+    # The hrefs in one script: the panel re-renders as results arrive (an element looked up first and
+    # read after could be stale); wait until the chapter is among them, or say what was found.
+    hrefs = "return Array.prototype.map.call(document.querySelectorAll('.aa-Panel a'), function (a) { return a.href; });"
+    target = f"/{lang}/chapters/{lang}/{chapter}"
+    try:
+        wait_for(driver, lambda d: any(target in href for href in d.execute_script(hrefs)),
+                 f"search results for {word!r}")
+    except AssertionError as error:
+        raise AssertionError(f"{error}; found {driver.execute_script(hrefs)}") from None
 
 
 def test_a_remote_script_or_font_is_found(broken: Path) -> None:

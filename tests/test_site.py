@@ -6,8 +6,11 @@ command do), then
 * runs every check of tools/sitecheck.py on it (numbering, chapter mentions, cross-references, the
   build log, images, links and anchors, ``<html lang>``, twins, search index, notebook links), and
   each of them on a copy broken on purpose, where it must report the break;
-* drives Debian's Chromium with Selenium (no browser is ever downloaded): the language switch on
-  every page, the chooser under file:// and HTTP, search in both languages.
+* drives Debian's Chromium with Selenium (no browser is ever downloaded): the chooser under file://
+  and HTTP, search in both languages, and one pass per width over every page of both editions
+  (``views``: 1280 px over HTTP, 390 px over file://), each page loaded once, in which the layout
+  checks, axe-core (at 1280 px) and the language links are all run; the whole file took 1054 s with
+  a page load per check and a click per language link, 553 s so (both on a loaded two-core machine).
 
 Without Quarto or Chromium these tests are skipped with a reason that says how to install them,
 except under ``CI=true``, where a missing tool is a failure: CI must never pass by skipping them.
@@ -236,9 +239,9 @@ def browser() -> Iterator[Callable[[str], object]]:
             return started[language]
         options = webdriver.ChromeOptions()
         options.binary_location = binary
-        # tools.screenshots.CHROMIUM_ARGS: the pages load MathJax from a CDN, which here fails at
-        # once, so the tests never depend on the network. "eager": a page counts as loaded when its
-        # DOM is ready.
+        # tools.screenshots.CHROMIUM_ARGS: no host but the loopback resolves, so the tests never
+        # depend on the network (the site serves its own MathJax). "eager": a page counts as loaded
+        # when its DOM is ready.
         options.page_load_strategy = "eager"
         for arg in (*CHROMIUM_ARGS, "--window-size=1280,900", f"--lang={language}"):
             options.add_argument(arg)
@@ -286,20 +289,29 @@ def every_page() -> list[str]:
 
 
 @pytest.mark.parametrize("protocol", ["http", "file"])
-def test_language_switch_leads_to_the_same_page(site: Built, server: str, browser, protocol: str) -> None:
-    from selenium.webdriver.common.by import By
+def test_language_switch_leads_to_the_same_page(views, protocol: str) -> None:
+    """On every page, every language link (the visible one a reader clicks and any folded away) leads
+    to the same page in the other edition, which exists: it has the other language and a title.
 
-    driver, base = browser(), base_url(protocol, site, server)
-    for page in every_page():
-        driver.get(f"{base}/{page}")
-        links = wait_for(driver, lambda d: [a for a in d.find_elements(By.CSS_SELECTOR, "a.lang-switch")
-                                            if a.is_displayed()], f"the language link on {page}")
-        links[0].click()
-        wait_for(driver, lambda d: site_path(d.current_url, base) != page, f"leaving {page}")
-        lang = driver.execute_script("return document.documentElement.lang")
-        landed = site_path(driver.current_url, base)
-        assert (landed, lang) == (sitecheck.twin_page(page), page[:2] == "en" and "ja" or "en"), page
-        assert driver.title, f"{landed} has no title (a missing page?)"
+    A link is a plain <a href> (site/lang-switch.html), so its resolved href is where a click lands;
+    the twin is itself a page of the same pass. Over HTTP at 1280 px, over file:// at 390 px (VIEWS)."""
+    width = next(w for w, (proto, _) in VIEWS.items() if proto == protocol)
+    seen = {page: view for (w, page), view in views.items() if w == width}
+    problems = []
+    for page, view in seen.items():
+        twin = sitecheck.twin_page(page)
+        if not any(link["visible"] for link in view["links"]):
+            problems.append(f"{page}: no visible language link")
+        for link in view["links"]:
+            if site_path(link["href"], view["base"]) != twin:
+                problems.append(f"{page}: a language link leads to {link['href']}, not {twin}")
+        landed = seen.get(twin)
+        if landed is None:
+            problems.append(f"{page}: its twin {twin} is not a page of the book")
+        elif (landed["lang"], bool(landed["title"])) != (page[:2] == "en" and "ja" or "en", True):
+            problems.append(f"{page}: its twin {twin} has lang {landed['lang']!r} and title {landed['title']!r}")
+    assert len(seen) == len(every_page())
+    assert not problems, "\n" + "\n".join(problems)
 
 
 @pytest.mark.parametrize("protocol", ["file", "http"])
@@ -373,10 +385,15 @@ def test_search_finds_a_chapter_word(site: Built, server: str, browser, lang: st
     box[0].click()
     field = wait_for(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "input.aa-Input"), "the field")
     field[0].send_keys(word)
-    results = wait_for(driver, lambda d: [a.get_attribute("href") for a in
-                                          d.find_elements(By.CSS_SELECTOR, ".aa-Panel a")] or None,
-                       f"search results for {word!r}")
-    assert any(f"/{lang}/chapters/{lang}/{chapter}" in href for href in results), results
+    # The hrefs in one script: the panel re-renders as results arrive (an element looked up first and
+    # read after could be stale); wait until the chapter is among them, or say what was found.
+    hrefs = "return Array.prototype.map.call(document.querySelectorAll('.aa-Panel a'), function (a) { return a.href; });"
+    target = f"/{lang}/chapters/{lang}/{chapter}"
+    try:
+        wait_for(driver, lambda d: any(target in href for href in d.execute_script(hrefs)),
+                 f"search results for {word!r}")
+    except AssertionError as error:
+        raise AssertionError(f"{error}; found {driver.execute_script(hrefs)}") from None
 
 
 def test_a_remote_script_or_font_is_found(broken: Path) -> None:
@@ -391,13 +408,13 @@ def test_a_remote_script_or_font_is_found(broken: Path) -> None:
         f"ja/site_libs/bootstrap/{css.name}: loads https://fonts.googleapis.com/css2?family=X"]
 
 
-def test_equations_are_typeset_from_the_site_itself(site: Built, browser) -> None:
+def test_equations_are_typeset_from_the_site_itself(views) -> None:
     """MathJax comes from _site/<lang>/site_libs/mathjax by a relative url: typeset under file://."""
-    driver = browser()
     for lang in LANGS:
-        driver.get((site.path / lang / "chapters" / lang / "01-positional-encoding.html").as_uri())
-        count = driver.execute_async_script(TYPESET + "done(document.querySelectorAll('mjx-container').length); });")
-        assert count > 10, f"{lang}: only {count} typeset formulas (MathJax did not load?)"
+        page = f"{lang}/chapters/{lang}/01-positional-encoding.html"
+        view = views[390, page]
+        assert view["base"].startswith("file:"), view["base"]
+        assert view["typeset"] > 10, f"{lang}: only {view['typeset']} typeset formulas (MathJax did not load?)"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -410,9 +427,10 @@ var p = window.MathJax && MathJax.startup && MathJax.startup.promise;
 Promise.all([p || Promise.resolve(), document.fonts ? document.fonts.ready : null]).then(function () {
 """
 
-# One function per page: every finding as [element, what is wrong]. Folded solutions are opened
-# first, since a reader can open them.
-LAYOUT_JS = TYPESET + r"""
+# One function per page: every finding as [element, what is wrong], given to `report`. Folded
+# solutions are opened first, since a reader can open them.
+LAYOUT_FUNCTION = r"""
+function attnbookLayout(width, report) {
   document.querySelectorAll(".callout-collapse.collapse").forEach(function (e) {
     e.classList.add("show");
     e.dispatchEvent(new Event("shown.bs.collapse", {bubbles: true}));  // as Bootstrap does on opening
@@ -472,6 +490,12 @@ LAYOUT_JS = TYPESET + r"""
                 Math.round(column.left) + "-" + Math.round(column.right) + " px)"]);
     if (r.right > tocLeft + 1 && r.top < toc.getBoundingClientRect().bottom)
       out.push([label(el), "overlaps the table of contents"]);
+    // On a phone a table never scrolls sideways: one too wide is stacked (site/table-stack.html).
+    if (width < 600 && el.tagName === "TABLE" && el.scrollWidth > el.clientWidth + 1) {
+      out.push([label(el), "scrolls sideways on a phone (" + el.scrollWidth + " px in " + el.clientWidth +
+                " px): a wide table must be stacked, one block per row"]);
+      return;
+    }
     // Content wider than its box: it must scroll inside the box (its own or a wrapper's) with a cue.
     var box = el, inner = el.tagName === "DIV" ? el.querySelector("pre") || el : el;
     if (inner.scrollWidth <= inner.clientWidth + 1 && el.scrollWidth <= el.clientWidth + 1) return;
@@ -485,31 +509,80 @@ LAYOUT_JS = TYPESET + r"""
     var cue = bar >= 4 || /gradient/.test(s.backgroundImage) || scroller.classList.contains("scroll-cue");
     if (!cue) out.push([label(el), "scrolls (" + scroller.scrollWidth + " px in " + scroller.clientWidth + " px) with no visible cue"]);
   });
-  done(out);
+  report(out);
   }, 100); });
+}
+"""
+
+# What one load of a page gives, once MathJax has typeset it: its language links (resolved href and
+# whether a reader sees them), <html lang>, title, number of typeset formulas; then, when axe-core was
+# injected, its serious and critical violations (before the layout check opens folded solutions, so
+# axe sees the page as loaded); then the layout findings.
+VIEW_JS = TYPESET + LAYOUT_FUNCTION + r"""
+  function shown(el) {
+    var r = el.getBoundingClientRect(), s = getComputedStyle(el);
+    return r.width > 0 && r.height > 0 && s.visibility !== "hidden" && s.display !== "none";
+  }
+  var view = {
+    links: Array.prototype.map.call(document.querySelectorAll("a.lang-switch"), function (a) {
+      return {href: a.href, visible: shown(a)}; }),
+    lang: document.documentElement.lang, title: document.title,
+    typeset: document.querySelectorAll("mjx-container").length, axe: null, layout: null};
+  var audit = window.axe ? axe.run(document, {resultTypes: ["violations"]}).then(function (r) {
+    return r.violations.filter(function (v) { return v.impact === "serious" || v.impact === "critical"; })
+      .map(function (v) { return {id: v.id, impact: v.impact, help: v.help,
+        nodes: v.nodes.slice(0, 5).map(function (n) { return n.target.join(" "); }), count: v.nodes.length}; });
+  }, function (e) { return [{id: "axe-error", impact: "critical", help: String(e), nodes: [], count: 1}]; })
+    : Promise.resolve(null);
+  audit.then(function (found) {
+    view.axe = found;
+    if (!width) { done(view); return; }
+    attnbookLayout(width, function (out) { view.layout = out; done(view); });
+  });
 });
 """
 
-LAYOUT_WIDTHS = {390: 844, 1280: 900}
+# Each width is one pass over every page of both editions, each page loaded once: at 1280 px over
+# HTTP, as GitHub Pages serves the site, with axe-core; at 390 px (a phone) over file://, as a
+# downloaded copy opens. Layout and language links are checked in both.
+VIEWS = {1280: ("http", 900), 390: ("file", 844)}
+LAYOUT_WIDTHS = {width: height for width, (_, height) in VIEWS.items()}
 
 
 @pytest.fixture(scope="session")
-def layout(site: Built, server: str, browser) -> dict[tuple[int, str], list[tuple[str, str]]]:
-    """Every page at each width, loaded once, its findings (page and element) from LAYOUT_JS."""
+def views(site: Built, server: str, browser) -> dict[tuple[int, str], dict]:
+    """Every page at each width of VIEWS, loaded once: what VIEW_JS found there (plus the base url),
+    and for the chooser (index.html#choose, key (0, ...)) axe-core's findings only."""
+    if not AXE.is_file():
+        missing("axe-core", "run 'npm ci' (bash tools/setup.sh does) to install node_modules/axe-core")
+    axe = AXE.read_text(encoding="utf-8")
     driver = browser()
-    findings: dict[tuple[int, str], list[tuple[str, str]]] = {}
+    found: dict[tuple[int, str], dict] = {}
     start = time.perf_counter()
     try:
-        for width, height in LAYOUT_WIDTHS.items():
+        for width, (protocol, height) in VIEWS.items():
+            base = base_url(protocol, site, server)
             driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
                 "width": width, "height": height, "deviceScaleFactor": 1, "mobile": width < 600})
             for page in every_page():
-                driver.get(f"{server}/{page}")
-                findings[width, page] = [tuple(f) for f in driver.execute_async_script(LAYOUT_JS, width)]
+                driver.get(f"{base}/{page}")
+                if protocol == "http":
+                    driver.execute_script(axe)
+                found[width, page] = {**driver.execute_async_script(VIEW_JS, width), "base": base}
+        driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+        driver.get(f"{server}/index.html#choose")
+        driver.execute_script(axe)
+        found[0, "index.html#choose"] = {**driver.execute_async_script(VIEW_JS, 0), "base": server}
     finally:
         driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
-    print(f"\nlayout of {len(findings)} page views in {time.perf_counter() - start:.0f} s")
-    return findings
+    print(f"\n{len(found)} page views (layout, axe-core, language links) in {time.perf_counter() - start:.0f} s")
+    return found
+
+
+@pytest.fixture(scope="session")
+def layout(views) -> dict[tuple[int, str], list[tuple[str, str]]]:
+    """Every page at each width, its layout findings (element, what is wrong) from LAYOUT_FUNCTION."""
+    return {key: [tuple(f) for f in view["layout"]] for key, view in views.items() if key[0]}
 
 
 def report(findings: dict[tuple[int, str], list[tuple[str, str]]], keep: Callable[[str, str], bool]) -> str:
@@ -553,27 +626,10 @@ AXE = ROOT / "node_modules" / "axe-core" / "axe.min.js"
 
 
 @pytest.fixture(scope="session")
-def axe_results(site: Built, server: str, browser) -> dict[str, list[dict]]:
-    """The serious and critical violations axe-core finds on every page, at 1280 px."""
-    if not AXE.is_file():
-        missing("axe-core", "run 'npm ci' (bash tools/setup.sh does) to install node_modules/axe-core")
-    source = AXE.read_text(encoding="utf-8")
-    driver = browser()
-    results = {}
-    for page in ["index.html#choose", *every_page()]:
-        driver.get(f"{server}/{page}")
-        driver.execute_async_script(TYPESET + "done(); });")
-        driver.execute_script(source)
-        found = driver.execute_async_script("""
-            var done = arguments[arguments.length - 1];
-            axe.run(document, {resultTypes: ["violations"]}).then(function (r) {
-              done(r.violations.filter(function (v) { return v.impact === "serious" || v.impact === "critical"; })
-                .map(function (v) { return {id: v.id, impact: v.impact, help: v.help,
-                  nodes: v.nodes.slice(0, 5).map(function (n) { return n.target.join(" "); }),
-                  count: v.nodes.length}; }));
-            }, function (e) { done([{id: "axe-error", impact: "critical", help: String(e), nodes: [], count: 1}]); });
-        """)
-        results[page] = found
+def axe_results(views) -> dict[str, list[dict]]:
+    """The serious and critical violations axe-core finds on every page (at 1280 px) and the chooser."""
+    results = {page: view["axe"] for (width, page), view in views.items() if width in (0, 1280)}
+    assert len(results) == len(every_page()) + 1 and all(r is not None for r in results.values())
     return results
 
 

@@ -58,10 +58,15 @@ class Element:
         return "".join(c if isinstance(c, str) else c.text() for c in self.children)
 
     def iter(self) -> Iterator[Element]:
-        yield self
-        for c in self.children:
-            if isinstance(c, Element):
-                yield from c.iter()
+        """This element and every element inside it, in document order.
+
+        With a stack, not nested generators: those cost the depth of the tree for every element, and
+        a chapter page is deep enough that check_links spent minutes in them."""
+        stack = [self]
+        while stack:
+            node = stack.pop()
+            yield node
+            stack.extend(c for c in reversed(node.children) if isinstance(c, Element))
 
     def find_all(self, tag: str | None = None, cls: str | None = None) -> list[Element]:
         return [e for e in self.iter()
@@ -347,8 +352,15 @@ def check_images(root: Path, site: Path) -> list[str]:
     return problems
 
 
+_IDS: dict[tuple[Path, float], set[str]] = {}
+
+
 def ids(path: Path) -> set[str]:
-    return {e.attrs["id"] for e in parse(path).iter() if "id" in e.attrs}
+    """The ids of a page (computed once per version of the file: check_links asks for every link)."""
+    key = (path, path.stat().st_mtime)
+    if key not in _IDS:
+        _IDS[key] = {e.attrs["id"] for e in parse(path).iter() if "id" in e.attrs}
+    return _IDS[key]
 
 
 def check_links(root: Path, site: Path) -> list[str]:

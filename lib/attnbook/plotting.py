@@ -23,6 +23,16 @@ WEATHER_SYMBOLS = ("☂", "☁", "☀")  # token 0 = rain, 1 = cloud, 2 = sun
 
 _state = {"lang": "en"}
 
+# The colours of lines and markers, in the order the chapters' "C0", "C1", ... take them: Okabe & Ito's
+# colour-universal-design palette (Okabe and Ito, 2008, https://jfly.uni-koeln.de/color/), without its
+# yellow (1.2:1 contrast on white) and with black last. Seen through protanopia, deuteranopia and
+# tritanopia (Machado et al. 2009), any two of them stay at least 10.9 CIEDE2000 apart
+# (tests/test_figures.py checks every figure's colours, tools/figure_fonts.py explains the threshold).
+PALETTE = ("#0072b2", "#e69f00", "#009e73", "#d55e00", "#cc79a7", "#56b4e9", "#000000")
+# Reference lines (an optimum, a uniform guess): a dark grey, far from every palette colour under the
+# three simulations (CIEDE2000 >= 19), unlike matplotlib's "gray" (8 from the bluish green).
+GREY = "#555555"
+
 
 def setup(lang: str) -> None:
     """Set the language of figure text and the fonts and sizes every chapter uses.
@@ -45,11 +55,15 @@ def setup(lang: str) -> None:
             "savefig.dpi": 100,
             "figure.figsize": (6.0, 3.6),
             "axes.grid": False,
+            "axes.prop_cycle": mpl.cycler(color=PALETTE),
         }
     )
 
 
 MIN_FONT_KEY = "attnbook:min-font-px"  # PNG text chunk: the figure's smallest text, in image pixels
+COLOURS_KEY = "attnbook:colours"  # PNG text chunk: the colours of the figure's lines, markers and patches
+COLORMAPS_KEY = "attnbook:colormaps"  # PNG text chunk: the colour maps of its images and colour bars
+COLOUR_ONLY_KEY = "attnbook:colour-only-legend"  # legend entries told apart by colour alone, or "none"
 
 
 def smallest_font_px(fig: mpl.figure.Figure) -> float:
@@ -73,11 +87,99 @@ def smallest_font_px(fig: mpl.figure.Figure) -> float:
     return min(sizes) * fig.dpi / 72 if sizes else float("nan")
 
 
+def _hex(colour) -> str | None:
+    """``colour`` as "#rrggbb" (its alpha dropped), or None when it is not drawn ("none", fully transparent)."""
+    if isinstance(colour, str) and colour.lower() == "none":
+        return None
+    rgba = mpl.colors.to_rgba(colour)
+    return None if rgba[3] == 0 else mpl.colors.to_hex(rgba, keep_alpha=False)
+
+
+def figure_colours(fig: mpl.figure.Figure) -> tuple[list[str], list[str]]:
+    """The distinct colours that tell data apart in ``fig`` and the names of its colour maps.
+
+    Colours: every visible line and its markers' edges, every patch drawn inside the axes (bars,
+    filled areas) and every collection of one colour (scatter points, ``fill_between``); white, the
+    page's background, is left out. A collection or image coloured by a colour map counts by the map's
+    name instead. Text, legends, axes and their frames are not data and do not count.
+    """
+    colours, maps = [], []
+
+    def add(colour) -> None:
+        found = _hex(colour)
+        if found is not None and found != "#ffffff" and found not in colours:
+            colours.append(found)
+
+    for ax in fig.axes:
+        for line in ax.lines:
+            if not line.get_visible():
+                continue
+            if line.get_linestyle() not in ("None", "", " ", "none") and line.get_linewidth() > 0:
+                add(line.get_color())
+            if line.get_marker() not in (None, "None", "none", "", " "):
+                add(line.get_markeredgecolor())
+        for patch in ax.patches:
+            if patch.get_visible() and patch.get_fill():
+                add(patch.get_facecolor())
+        for collection in ax.collections:
+            if not collection.get_visible():
+                continue
+            if collection.get_array() is not None:  # coloured by a colour map (pcolormesh, a colour bar)
+                maps.append(collection.get_cmap().name)
+                continue
+            for colour in list(collection.get_facecolors()) + list(collection.get_edgecolors()):
+                add(colour)
+        for image in ax.images:
+            if image.get_visible():
+                maps.append(image.get_cmap().name)
+    return colours, sorted(set(maps))
+
+
+def _looks(handle) -> tuple:
+    """What tells a legend entry apart other than its colour: line style, marker, fill, hatch."""
+    if isinstance(handle, mpl.lines.Line2D):
+        drawn = handle.get_linestyle() not in ("None", "", " ", "none") and handle.get_linewidth() > 0
+        marker = handle.get_marker() if handle.get_marker() not in (None, "None", "none", "", " ") else None
+        face = _hex(handle.get_markerfacecolor()) if marker else None
+        return ("line", handle.get_linestyle() if drawn else None, round(handle.get_linewidth(), 1) if drawn else None,
+                marker, handle.get_fillstyle() if marker else None, face in (None, "#ffffff") if marker else None)
+    if isinstance(handle, mpl.patches.Patch):
+        return ("patch", handle.get_hatch(), handle.get_linestyle())
+    if isinstance(handle, mpl.collections.Collection):
+        return ("collection", type(handle).__name__, handle.get_hatch(),
+                tuple(p.vertices.round(2).tobytes() for p in handle.get_paths()[:1]))
+    return (type(handle).__name__,)
+
+
+def colour_only_legend_entries(fig: mpl.figure.Figure) -> list[str]:
+    """Labels of legend entries that differ from another entry of their legend by colour alone.
+
+    Entries must also differ in line style, width, marker or hatch (or the lines be labelled directly,
+    with no legend), so that no meaning rests on colour alone.
+    """
+    fig.draw_without_rendering()
+    legends = [ax.get_legend() for ax in fig.axes] + list(fig.legends)
+    found = []
+    for legend in legends:
+        if legend is None or not legend.get_visible():
+            continue
+        entries = [(_looks(h), t.get_text()) for h, t in zip(legend.legend_handles, legend.get_texts())
+                   if h is not None]
+        for k, (looks, text) in enumerate(entries):
+            if any(looks == other for j, (other, _) in enumerate(entries) if j != k) and text not in found:
+                found.append(text)
+    return found
+
+
 def _png(fig: mpl.figure.Figure) -> str | None:
-    """The inline backend's PNG, with :data:`MIN_FONT_KEY` in its metadata (read by tools.figure_fonts)."""
+    """The inline backend's PNG, with :data:`MIN_FONT_KEY`, :data:`COLOURS_KEY`, :data:`COLORMAPS_KEY`
+    and :data:`COLOUR_ONLY_KEY` in its metadata (read by tools.figure_fonts)."""
     from IPython.core.pylabtools import print_figure
 
-    metadata = {MIN_FONT_KEY: f"{smallest_font_px(fig):.2f}"}
+    colours, maps = figure_colours(fig)
+    colour_only = colour_only_legend_entries(fig)
+    metadata = {MIN_FONT_KEY: f"{smallest_font_px(fig):.2f}", COLOURS_KEY: ",".join(colours),
+                COLORMAPS_KEY: ",".join(maps), COLOUR_ONLY_KEY: " | ".join(colour_only) or "none"}
     return print_figure(fig, "png", base64=True, metadata=metadata)
 
 

@@ -340,6 +340,9 @@ def _run_seeds(params, static, loss_fn, optimizer, batches):
         (params, _), losses = jax.lax.scan(step, (params, optimizer.init(params)), batches)
         return params, losses
 
+    if batches[0].shape[0] == 1:  # one run: vmap over a size-1 axis would only batch every matmul (1.7x slower on CPU)
+        params, losses = one(*jax.tree.map(lambda a: a[0], (params, batches)))
+        return jax.tree.map(lambda a: a[None], (params, losses))
     return jax.vmap(one)(params, batches)
 
 

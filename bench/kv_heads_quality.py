@@ -28,10 +28,7 @@ Writes
 
 from __future__ import annotations
 
-import datetime
-import importlib.metadata
 import json
-import os
 import pathlib
 import sys
 import time
@@ -39,7 +36,8 @@ import time
 import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
-from attention_cost import machine, write_csv  # noqa: E402
+from attention_cost import write_csv  # noqa: E402
+from run_info import RunInfo  # noqa: E402
 
 from attnbook import extrapolation as ex  # noqa: E402
 from attnbook import kv, nn  # noqa: E402
@@ -67,7 +65,7 @@ def held_out(model, x, y, floor_mean):
 
 
 def main() -> None:
-    start, load_before = time.time(), os.getloadavg()
+    info = RunInfo("python bench/kv_heads_quality.py")
     s = ex.SETTINGS
     x, y, floor = ex.experiment_eval_data(1)
     floor_mean = float(floor.mean())
@@ -78,7 +76,7 @@ def main() -> None:
             dict(method="current_token", kv_heads="", seed="", steps="", loss=round(current, 5),
                  excess=round(current - floor_mean, 5), final_train_loss="", cache_bytes_per_token_per_layer="",
                  cache_bytes_per_token="", attention_parameters_per_layer="", parameters="")]
-    curves, timings, loads, trained = [], {}, [], {}
+    curves, timings, trained = [], {}, {}
     scratch_floor = {seed: batches(seed, s["steps"], 1000 + seed)[2] for seed in SEEDS}  # chapter 8's data
     for groups in KV_HEADS:
         began = time.time()
@@ -98,7 +96,7 @@ def main() -> None:
                             excess=round(float(l - scratch_floor[seed][t]), 5))
                        for t, l in enumerate(losses[i, :UPTRAIN_STEPS])]
         timings[f"from_scratch_kv_heads_{groups}"] = round(time.time() - began, 1)
-        loads.append(round(os.getloadavg()[0], 2))
+        info.sample()
         print("kv_heads", groups, timings[f"from_scratch_kv_heads_{groups}"], "s",
               [r["excess"] for r in rows[-len(SEEDS):]], flush=True)
     for groups in UPTRAIN_TO:
@@ -119,26 +117,19 @@ def main() -> None:
             curves += [dict(method="uptrained", kv_heads=groups, seed=seed, step=t, loss=round(float(l), 5),
                             excess=round(float(l - data[i][2][t]), 5)) for t, l in enumerate(losses[i])]
         timings[f"uptrained_kv_heads_{groups}"] = round(time.time() - began, 1)
-        loads.append(round(os.getloadavg()[0], 2))
+        info.sample()
         print("uptrained to", groups, timings[f"uptrained_kv_heads_{groups}"], "s",
               [r["excess"] for r in rows[-2 * len(SEEDS):]], flush=True)
     write_csv(OUT / "kv_heads_quality.csv", rows)
     write_csv(OUT / "kv_heads_uptraining.csv", curves)
-    versions = {p: importlib.metadata.version(p) for p in ("jax", "jaxlib", "equinox", "optax", "numpy")}
-    meta = dict(
-        date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        machine=machine(),
-        versions=versions,
-        load_average_1min=dict(before=round(load_before[0], 2), after=round(os.getloadavg()[0], 2),
-                               after_each_run=dict(min=min(loads), max=max(loads))),
-        note="the machine was shared with other processes; timings are inflated by the load, losses are not",
+    meta = info.metadata(
+        samples_name="after_each_run",
         settings=dict(ex.SETTINGS, encoding="rope", seeds=SEEDS, kv_heads=KV_HEADS, uptrain_to=UPTRAIN_TO,
                       uptrain_steps=UPTRAIN_STEPS, uptrain_data="default_rng(3000 + seed)",
                       uptrain_pooling="mean", uptrain_learning_rate=ex.SETTINGS["learning_rate"],
                       initialisation="kv.gqa_position_model: chapter 8's weights, each group keeps its first "
                                      "head's initial key/value projections"),
         seconds=timings,
-        total_seconds=round(time.time() - start, 1),
     )
     (OUT / "kv_heads_quality.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
     print("wrote", OUT / "kv_heads_quality.csv", OUT / "kv_heads_uptraining.csv", "and the .json")

@@ -18,16 +18,14 @@ machine, the load, the versions, the settings, the time per rank).
 
 from __future__ import annotations
 
-import datetime
-import importlib.metadata
 import json
-import os
 import pathlib
 import sys
 import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
-from attention_cost import machine, write_csv  # noqa: E402
+from attention_cost import write_csv  # noqa: E402
+from run_info import RunInfo  # noqa: E402
 from kv_heads_quality import OUT, SEEDS, held_out  # noqa: E402
 
 from attnbook import extrapolation as ex  # noqa: E402
@@ -38,10 +36,10 @@ ROPE_DIM = 4
 
 
 def main() -> None:
-    start, load_before = time.time(), os.getloadavg()
+    info = RunInfo("python bench/latent_quality.py")
     x, y, floor = ex.experiment_eval_data(1)
     floor_mean = float(floor.mean())
-    rows, timings, loads = [], {}, []
+    rows, timings = [], {}
     for rank in RANKS:
         began = time.time()
         models, losses = kv.experiment_train(None, SEEDS, rank=rank, rope_dim=ROPE_DIM)
@@ -56,22 +54,15 @@ def main() -> None:
                              attention_parameters_per_layer=nn.count_parameters(mixer),
                              parameters=nn.count_parameters(model)))
         timings[f"rank_{rank}"] = round(time.time() - began, 1)
-        loads.append(round(os.getloadavg()[0], 2))
+        info.sample()
         print("rank", rank, timings[f"rank_{rank}"], "s", [r["excess"] for r in rows[-len(SEEDS):]], flush=True)
     write_csv(OUT / "latent_quality.csv", rows)
-    versions = {p: importlib.metadata.version(p) for p in ("jax", "jaxlib", "equinox", "optax", "numpy")}
-    meta = dict(
-        date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        machine=machine(),
-        versions=versions,
-        load_average_1min=dict(before=round(load_before[0], 2), after=round(os.getloadavg()[0], 2),
-                               after_each_run=dict(min=min(loads), max=max(loads))),
-        note="the machine was shared with other processes; timings are inflated by the load, losses are not",
+    meta = info.metadata(
+        samples_name="after_each_run",
         settings=dict(ex.SETTINGS, seeds=SEEDS, ranks=RANKS, rope_dim=ROPE_DIM, optimum=round(floor_mean, 5),
                       model="kv.mla_position_model: chapter 8's 'nope' model with MultiHeadLatentAttention mixers "
                             "(Glorot-uniform from fold_in(key(seed), 1000 + block))"),
         seconds=timings,
-        total_seconds=round(time.time() - start, 1),
     )
     (OUT / "latent_quality.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
     print("wrote", OUT / "latent_quality.csv", "and the .json")

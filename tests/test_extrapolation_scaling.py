@@ -6,14 +6,11 @@ import pytest
 
 from attnbook import extrapolation as ex
 from attnbook import positional as P
+from random_inputs import small_markov_data as small_data
 
 AT_ONE = [P.PositionInterpolation(1.0), P.NTKAwareScaling(1.0), P.YaRNScaling(1.0, 8)]
 
 
-def small_data(num, length, seed=0):
-    table = ex.markov_table(5, 2, rng=np.random.default_rng(0))
-    x, y, _ = ex.markov_data(table, 2, num, length, rng=np.random.default_rng(seed))
-    return x, y
 
 
 @pytest.fixture(scope="module")

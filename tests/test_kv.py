@@ -11,19 +11,8 @@ from attnbook import extrapolation as ex
 from attnbook import kv, transformer
 from attnbook.latent import MultiHeadLatentAttention
 from attnbook.mha import MultiHeadAttention, MultiHeadSelfAttention
+from random_inputs import randomised, tokens
 
-NAMES = ("w_q", "b_q", "w_k", "b_k", "w_v", "b_v", "w_o", "b_o")
-
-
-def randomised(layer, seed):
-    rng = np.random.default_rng(seed)
-    leaves, treedef = jax.tree.flatten(layer)
-    return jax.tree.unflatten(treedef, [jnp.asarray(rng.normal(scale=0.5, size=a.shape), dtype=jnp.float32)
-                                        for a in leaves])
-
-
-def tokens(seed, t, d):
-    return jnp.asarray(np.random.default_rng(100 + seed).normal(size=(t, d)), dtype=jnp.float32)
 
 
 @pytest.mark.parametrize("heads, groups, key_dim, value_dim", [(8, 8, 4, 4), (8, 4, 4, 4), (8, 2, 4, 6), (8, 1, 4, 4)])

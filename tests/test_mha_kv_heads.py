@@ -11,20 +11,11 @@ import pytest
 
 from attnbook import masking, positional
 from attnbook.mha import MultiHeadAttention, MultiHeadSelfAttention, parameter_count
+from random_inputs import randomised, tokens
 
 NAMES = ("w_q", "b_q", "w_k", "b_k", "w_v", "b_v", "w_o", "b_o")
 
 
-def randomised(layer, seed):
-    """The same layer with every weight and bias random (the initial biases are zero)."""
-    rng = np.random.default_rng(seed)
-    leaves, treedef = jax.tree.flatten(layer)
-    return jax.tree.unflatten(treedef, [jnp.asarray(rng.normal(scale=0.5, size=a.shape), dtype=jnp.float32)
-                                        for a in leaves])
-
-
-def tokens(seed, t, d):
-    return jnp.asarray(np.random.default_rng(100 + seed).normal(size=(t, d)), dtype=jnp.float32)
 
 
 def naive_grouped(layer, query, key, value, mask=None, rotate=None):

@@ -290,30 +290,17 @@ def loss_per_position(model: PositionModel, inputs: Int[Array, "N T"], targets: 
     if max_offset is not None:
         max_offset = _checks.positive_int("max_offset", max_offset)
     sinks = _checks.nonnegative_int("sinks", sinks)
-    if sinks:
-        return jnp.mean(_eval_loss_sinks(model, inputs, targets, max_offset, scaling, sinks), axis=0)
-    if scaling is None:
-        return jnp.mean(_eval_loss(model, inputs, targets, max_offset), axis=0)
-    scaling = positional._check_scaling(scaling)
-    if model.encoding != "rope":
-        raise ValueError(f"scaling applies to RoPE only, but this model's encoding is {model.encoding!r}")
-    return jnp.mean(_eval_loss_scaled(model, inputs, targets, max_offset, scaling), axis=0)
+    if scaling is not None:
+        scaling = positional._check_scaling(scaling)
+        if model.encoding != "rope":
+            raise ValueError(f"scaling applies to RoPE only, but this model's encoding is {model.encoding!r}")
+    return jnp.mean(_eval_loss(model, inputs, targets, max_offset, scaling, sinks), axis=0)
 
 
 @eqx.filter_jit
-def _eval_loss(model, inputs, targets, max_offset=None):
-    return train_module.cross_entropy(jax.vmap(lambda t: model(t, max_offset))(inputs), targets)
-
-
-@eqx.filter_jit
-def _eval_loss_sinks(model, inputs, targets, max_offset, scaling, sinks):
-    return train_module.cross_entropy(jax.vmap(lambda t: model(t, max_offset, scaling=scaling, sinks=sinks))(inputs),
-                                      targets)
-
-
-@eqx.filter_jit
-def _eval_loss_scaled(model, inputs, targets, max_offset, scaling):
-    return train_module.cross_entropy(jax.vmap(lambda t: model(t, max_offset, scaling=scaling))(inputs), targets)
+def _eval_loss(model, inputs, targets, max_offset=None, scaling=None, sinks=0):
+    return train_module.cross_entropy(
+        jax.vmap(lambda t: model(t, max_offset, scaling=scaling, sinks=sinks))(inputs), targets)
 
 
 @_checks.shaped

@@ -83,18 +83,24 @@ def _embed(table, tokens):
 
 
 class Stack(eqx.Module):
-    """An embedding, ``depth`` blocks and, with pre-LN, a final LayerNorm: the encoder or the decoder body."""
+    """An embedding, ``depth`` blocks and, with pre-LN, a final LayerNorm: the encoder or the decoder body.
+
+    ``cross`` (default: ``decoder``) gives the blocks cross-attention; ``decoder=True, cross=False`` is a
+    decoder-only body (chapter 11's language models), and with ``feed_forward=False`` an attention-only one.
+    """
 
     embedding: jax.Array
     blocks: tuple
     final_norm: eqx.nn.LayerNorm | None
 
-    def __init__(self, vocab_size: int, d_model: int, depth: int, *, decoder: bool, key: jax.Array, **block):
+    def __init__(self, vocab_size: int, d_model: int, depth: int, *, decoder: bool, key: jax.Array,
+                 cross: bool | None = None, **block):
         vocab_size = _checks.positive_int("vocab_size", vocab_size)
         depth = _checks.positive_int("depth", depth)
+        cross = decoder if cross is None else _checks.flag("cross", cross)
         keys = _keys(key, depth + 1)
         self.embedding = init(keys[0], (vocab_size, d_model), "normal")
-        self.blocks = tuple(Block(d_model, causal=decoder, cross=decoder, key=k, **block) for k in keys[1:])
+        self.blocks = tuple(Block(d_model, causal=decoder, cross=cross, key=k, **block) for k in keys[1:])
         # Pre-LN leaves the residual stream un-normalised after the last block; post-LN ends with a LayerNorm.
         self.final_norm = eqx.nn.LayerNorm(d_model) if block.get("pre_norm", True) else None
 

@@ -14,17 +14,9 @@ import pytest
 from attnbook import corpus, induction, transformer
 from attnbook.nn import count_parameters
 from attnbook.transformer import Stack
+from test_transformer import randomised  # every floating-point leaf perturbed (tests/ is on pytest's path)
 
 VOCAB, D, HEADS = 13, 16, 4
-
-
-def randomised(model, seed, scale=0.3):
-    """``model`` with every floating-point leaf perturbed at random (biases and LayerNorms no longer trivial)."""
-    rng = np.random.default_rng(seed)
-    params, static = eqx.partition(model, eqx.is_inexact_array)
-    leaves, treedef = jax.tree.flatten(params)
-    noisy = [jnp.asarray(a + rng.normal(scale=scale, size=a.shape), dtype=jnp.float32) for a in leaves]
-    return eqx.combine(jax.tree.unflatten(treedef, noisy), static)
 
 
 def make(depth=2, seed=0):

@@ -12,7 +12,8 @@ held-out character is ever seen in training, and no window mixes two files.
 **Vocabulary** (:data:`VOCAB_SIZE` = 98 characters): id 0 stands for any byte outside the printable ASCII set
 (198 bytes of the corpus, in a few docstrings), id 1 is the tab, id 2 the newline, and ids 3-97 are the printable
 characters ``' '`` to ``'~'`` (bytes 32-126) in order. Python source is almost all ASCII, so the model's
-vocabulary is the characters a programmer types: smaller than 256 bytes, with no unused rows.
+vocabulary is the characters a programmer types: smaller than 256 bytes. (The standard library indents with
+spaces: the tab, id 1, never occurs in this corpus; it is kept so that any Python file can be encoded.)
 """
 
 from __future__ import annotations

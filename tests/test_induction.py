@@ -159,8 +159,11 @@ def test_loss_per_position_against_a_naive_loop_and_in_context_loss():
     curve = np.arange(130.0)
     assert float(induction.in_context_loss(curve)) == 108.0  # L(120) - L(12)
     assert float(induction.in_context_loss(curve, 3, 5)) == 2.0
-    with pytest.raises(ValueError, match="early < late < T"):
+    assert float(induction.in_context_loss(curve, 10, 100, width=8)) == 90.0  # mean(100..107) - mean(10..17)
+    with pytest.raises(ValueError, match="early \\+ width <= late and late \\+ width <= T = 100"):
         induction.in_context_loss(curve[:100])
+    with pytest.raises(ValueError, match="early \\+ width <= late"):
+        induction.in_context_loss(curve, 10, 14, width=5)
 
 
 def _without_head(model, layer, head, constant=None):

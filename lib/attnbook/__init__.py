@@ -31,6 +31,10 @@ One module per concept, in chapter order (a module imports only modules of its o
   of a trained layer's key/value heads (``pool_kv_heads``), chapter 8's model with grouped-query or latent
   attention (ch. 10; grouped-query and multi-query attention themselves are :mod:`attnbook.mha`'s ``kv_heads=``)
 - :mod:`attnbook.latent`: DeepSeek-V2's multi-head latent attention with its decoupled RoPE key (ch. 10)
+- :mod:`attnbook.corpus`: a fixed subset of CPython's standard-library source, split by file, read as 98
+  characters with its SHA-256 checked, and random windows from one split (ch. 11)
+- :mod:`attnbook.induction`: the attention-only Transformer of Elhage et al., previous-token and induction scores,
+  in-context loss, head ablation and Q/K/V-composition scores (ch. 11)
 - :mod:`attnbook.plotting`: fonts, labels and heat-maps in the page's language
 
 Bad input: the contract

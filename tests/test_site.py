@@ -490,6 +490,18 @@ function attnbookLayout(width, report) {
                 Math.round(column.left) + "-" + Math.round(column.right) + " px)"]);
     if (r.right > tocLeft + 1 && r.top < toc.getBoundingClientRect().bottom)
       out.push([label(el), "overlaps the table of contents"]);
+    // An equation's number stays in sight, beside or under its formula, never over it
+    // (site/math-overflow.html): on a phone (4.3) had its number past the screen's edge.
+    if (el.tagName === "MJX-CONTAINER") el.querySelectorAll("mjx-labels mjx-mtd").forEach(function (tag) {
+      var t = tag.getBoundingClientRect(), f = el.querySelector("mjx-mtable[side] > mjx-table");
+      var fr = f && f.getBoundingClientRect();
+      if (t.width > 0 && (t.right > r.right + 1 || t.left < r.left - 1))
+        out.push([label(el), "has its number " + tag.textContent + " outside its box (" + Math.round(t.left) +
+                  "-" + Math.round(t.right) + " px in " + Math.round(r.left) + "-" + Math.round(r.right) + " px)"]);
+      else if (fr && t.width > 0 && t.left < fr.right - 1 && t.right > fr.left + 1 && t.top < fr.bottom - 1 &&
+               t.bottom > fr.top + 1)
+        out.push([label(el), "has its number " + tag.textContent + " over its formula"]);
+    });
     // On a phone a table never scrolls sideways: one too wide is stacked (site/table-stack.html).
     if (width < 600 && el.tagName === "TABLE" && el.scrollWidth > el.clientWidth + 1) {
       out.push([label(el), "scrolls sideways on a phone (" + el.scrollWidth + " px in " + el.clientWidth +

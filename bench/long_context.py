@@ -38,7 +38,7 @@ Two follow-up parts, run on their own with ``--parts`` (they pretrain the same m
    check that the models are the stored ones. Writes long_context_rolling_cache_renumbered.csv.
 5. **A second fine-tuning learning rate** (``finetune_lr``). Part 1's fine-tuning of the four methods, same data
    and checkpoints, at learning rate 0.0003 (3 times lower than part 1's 0.001). Writes
-   long_context_finetune_lr.csv. Both write long_context_followup.json:
+   long_context_finetune_lr.csv. Both write long_context_followup.json (one part alone: long_context_<part>.json):
 
     python bench/long_context.py --parts renumbered finetune_lr
 """
@@ -214,7 +214,8 @@ def followup(parts) -> None:
         checks=checks,
         seconds=timings,
     )
-    (OUT / "long_context_followup.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+    name = "followup" if set(parts) == {"renumbered", "finetune_lr"} else parts[0]
+    (OUT / f"long_context_{name}.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
     print("done", meta["total_seconds"], "s", flush=True)
 
 

@@ -28,10 +28,25 @@ The stored run took 46 minutes on a 2-core machine shared with other jobs (load 
 of them pretraining, 23 fine-tuning, 2 the windows, 8 the sinks); an idle machine needs a fraction of that:
 
     python bench/long_context.py
+
+Two follow-up parts, run on their own with ``--parts`` (they pretrain the same models again, seed for seed):
+
+4. **Positions numbered inside the cache** (``renumbered``). The rolling cache of part 3 with the positions of
+   StreamingLLM (Xiao et al. 2023, Section 3.2): the kept tokens are numbered 0, 1, ... inside the cache
+   (``renumber=True``, ``ex.cache_offsets``), for the same models, windows and k = 1, 4 kept tokens (k = 0 is
+   unchanged by renumbering, as the tests check). The run also re-evaluates part 3's k = 0 and full rows, to
+   check that the models are the stored ones. Writes long_context_rolling_cache_renumbered.csv.
+5. **A second fine-tuning learning rate** (``finetune_lr``). Part 1's fine-tuning of the four methods, same data
+   and checkpoints, at learning rate 0.0003 (3 times lower than part 1's 0.001). Writes
+   long_context_finetune_lr.csv. Both write long_context_followup.json (one part alone: long_context_<part>.json):
+
+    python bench/long_context.py --parts renumbered finetune_lr
 """
 
 from __future__ import annotations
 
+import argparse
+import csv
 import json
 import pathlib
 import sys
@@ -56,6 +71,7 @@ MULTIPLE = 4
 FT_STEPS = [0, 10, 30, 100, 300]
 FT_BATCH = 8
 FT_LEARNING_RATE = 1e-3
+FT_SECOND_LEARNING_RATE = 3e-4
 SCRATCH_STEPS = [100, 300] + [300 + n for n in FT_STEPS[1:]]
 WINDOWS = [1, 2, 3, 4, 8, 16, 32, 64, 128, 256]
 CACHE_WINDOWS = [2, 4, 8, 16]
@@ -70,10 +86,10 @@ def methods(L: int) -> dict:
 
 
 @eqx.filter_jit
-def evaluate(models, x, y, max_offset=None, scaling=None, sinks=0):
+def evaluate(models, x, y, max_offset=None, scaling=None, sinks=0, renumber=False):
     """Per-position mean loss of every stacked model: (seeds, T)."""
     def one(model):
-        logits = jax.vmap(lambda t: model(t, max_offset, scaling=scaling, sinks=sinks))(x)
+        logits = jax.vmap(lambda t: model(t, max_offset, scaling=scaling, sinks=sinks, renumber=renumber))(x)
         return jnp.mean(cross_entropy(logits, y), axis=0)
     return eqx.filter_vmap(one)(models)
 
@@ -103,7 +119,113 @@ def with_bos(x, y):
     return np.concatenate([column, x], axis=-1), np.concatenate([x[..., :1], y], axis=-1)
 
 
+def pretrain(encodings):
+    """Chapter 8's models (seeds SEEDS) for each of `encodings` ("rope", "alibi", "rope_bos"), stacked."""
+    s = ex.SETTINGS
+    trained = {e: ex.experiment_train(e, SEEDS)[0] for e in encodings if e != "rope_bos"}
+    if "rope_bos" in encodings:
+        inputs, targets = stack([ex.experiment_training_data(seed) for seed in SEEDS])
+        bx, by = with_bos(inputs, targets)
+        trained["rope_bos"] = ex.train("rope", SEEDS, bx, by, vocab_size=s["vocab_size"] + 1,
+                                       learning_rate=s["learning_rate"], d_model=s["d_model"], depth=s["depth"],
+                                       heads=s["heads"])[0]
+    return trained
+
+
+def fine_tune_rows(trained, x4, y4, learning_rate, excess):
+    """Part 1's fine-tuning of the four methods at `learning_rate`: one row per method, seed and checkpoint."""
+    L, T4 = ex.SETTINGS["train_length"], MULTIPLE * ex.SETTINGS["train_length"]
+    rows = []
+    ft_x, ft_y = stack([data(seed, max(FT_STEPS) * FT_BATCH, T4, 2000, max(FT_STEPS)) for seed in SEEDS])
+    for method, scaling in methods(L).items():
+        for step, models in zip(FT_STEPS, ex.fine_tune(trained, ft_x, ft_y, checkpoints=FT_STEPS,
+                                                       scaling=scaling, learning_rate=learning_rate)):
+            curves = np.asarray(evaluate(models, x4, y4, None, scaling))
+            rows += [dict(method=method, seed=seed, steps_at_4L=step, tokens_seen=(300 + step) * FT_BATCH * T4,
+                          excess_first_L=excess(c, 0, L), excess_beyond_L=excess(c, L, T4),
+                          loss_beyond_L=round(float(c[L:].mean()), 5)) for seed, c in zip(SEEDS, curves)]
+        print(method, learning_rate, [r["excess_beyond_L"] for r in rows[-5 * len(SEEDS)::len(SEEDS)]], flush=True)
+    return rows
+
+
+def followup(parts) -> None:
+    """Parts 4 (renumbered) and 5 (finetune_lr), on their own (see the module's docstring)."""
+    info = RunInfo("python bench/long_context.py --parts " + " ".join(parts))
+    L = ex.SETTINGS["train_length"]
+    T4, T8 = MULTIPLE * L, 8 * L
+    x8, y8, floor8 = ex.experiment_eval_data(8)
+    floor = floor8.mean(axis=0)
+    timings, checks = {}, {}
+
+    def excess(curve, lo, hi):
+        return round(float(np.mean(curve[lo:hi]) - np.mean(floor[lo:hi])), 5)
+
+    began = time.time()
+    trained = pretrain(("rope", "alibi", "rope_bos") if "renumbered" in parts else ("rope",))
+    timings["pretrain"] = round(time.time() - began, 1)
+    info.sample()
+    print("pretrained", timings, flush=True)
+
+    if "renumbered" in parts:
+        began = time.time()
+        with open(OUT / "long_context_rolling_cache.csv", encoding="utf-8", newline="") as f:
+            stored = {(r["encoding"], r["seed"], r["window"], r["sinks"]): float(r["excess_beyond_L"])
+                      for r in csv.DictReader(f)}
+        xb, yb = with_bos(x8, y8)
+        rows, differences = [], []
+        for encoding in ("rope", "alibi", "rope_bos"):
+            x, y = (xb, yb) if encoding == "rope_bos" else (x8, y8)
+            shift = 1 if encoding == "rope_bos" else 0
+            for w in CACHE_WINDOWS + ["full"]:
+                for k in (CACHE_SINKS if w != "full" else [0]):
+                    renumber = k > 0
+                    curves = np.asarray(evaluate(trained[encoding], x, y, None if w == "full" else w, None,
+                                                 k + shift if k else 0, renumber))[:, shift:]
+                    new = [dict(encoding=encoding, seed=seed, window=w, sinks=k, renumbered=renumber,
+                                excess_first_L=excess(c, 0, L), excess_beyond_L=excess(c, L, T8))
+                           for seed, c in zip(SEEDS, curves)]
+                    if renumber:
+                        rows += new
+                    else:  # the models are the stored ones: part 3's rows again
+                        differences += [abs(r["excess_beyond_L"] - stored[(encoding, str(r["seed"]), str(w), "0")])
+                                        for r in new]
+            print(encoding, "renumbered", [r["excess_beyond_L"] for r in rows[-len(SEEDS)::]], flush=True)
+            info.sample()
+        write_csv(OUT / "long_context_rolling_cache_renumbered.csv", rows)
+        checks["rolling_cache_k0_and_full_max_abs_diff_from_stored"] = round(max(differences), 5)
+        timings["renumbered"] = round(time.time() - began, 1)
+
+    if "finetune_lr" in parts:
+        began = time.time()
+        rows = fine_tune_rows(trained["rope"], x8[:, :T4], y8[:, :T4], FT_SECOND_LEARNING_RATE, excess)
+        write_csv(OUT / "long_context_finetune_lr.csv", [dict(r, learning_rate=FT_SECOND_LEARNING_RATE) for r in rows])
+        timings["finetune_lr"] = round(time.time() - began, 1)
+        info.sample()
+
+    meta = info.metadata(
+        parts=list(parts),
+        settings=dict(ex.SETTINGS, seeds=SEEDS, multiple=MULTIPLE, cache_windows=CACHE_WINDOWS,
+                      cache_sinks=CACHE_SINKS, bos_token=BOS, finetune_steps=FT_STEPS, finetune_batch=FT_BATCH,
+                      finetune_learning_rate=FT_SECOND_LEARNING_RATE, finetune_data_seed="2000 + seed"),
+        renumbered="positions numbered inside the cache (Xiao et al. 2023, Section 3.2): query i reads the first "
+                   "k tokens and the last w; the kept tokens get positions 0, 1, ..., so the offset to key j is "
+                   "i - j in the window and min(i, k + w - 1) - j for the first k (rope_bos: the BOS token and "
+                   "the first k - 1 chain tokens)",
+        checks=checks,
+        seconds=timings,
+    )
+    name = "followup" if set(parts) == {"renumbered", "finetune_lr"} else parts[0]
+    (OUT / f"long_context_{name}.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+    print("done", meta["total_seconds"], "s", flush=True)
+
+
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--parts", nargs="+", choices=["renumbered", "finetune_lr"],
+                        help="run only these follow-up parts (default: parts 1 to 3)")
+    args = parser.parse_args()
+    if args.parts:
+        return followup(args.parts)
     info = RunInfo("python bench/long_context.py")
     s, L = ex.SETTINGS, ex.SETTINGS["train_length"]
     T4 = MULTIPLE * L
@@ -116,30 +238,16 @@ def main() -> None:
         return round(float(np.mean(curve[lo:hi]) - np.mean(floor[lo:hi])), 5)
 
     began = time.time()
-    trained = {e: ex.experiment_train(e, SEEDS)[0] for e in ("rope", "alibi")}
-    inputs, targets = stack([ex.experiment_training_data(seed) for seed in SEEDS])
-    bx, by = with_bos(inputs, targets)
-    trained["rope_bos"] = ex.train("rope", SEEDS, bx, by, vocab_size=s["vocab_size"] + 1,
-                                   learning_rate=s["learning_rate"], d_model=s["d_model"], depth=s["depth"],
-                                   heads=s["heads"])[0]
+    trained = pretrain(("rope", "alibi", "rope_bos"))
     timings["pretrain"] = round(time.time() - began, 1)
     info.sample()
     print("pretrained", timings, flush=True)
 
     # 1. fine-tuning at 4L, and training at 4L from scratch
     began = time.time()
-    ft_rows = []
     x4, y4 = x8[:, :T4], y8[:, :T4]
-    ft_x, ft_y = stack([data(seed, max(FT_STEPS) * FT_BATCH, T4, 2000, max(FT_STEPS)) for seed in SEEDS])
-    for method, scaling in methods(L).items():
-        for step, models in zip(FT_STEPS, ex.fine_tune(trained["rope"], ft_x, ft_y, checkpoints=FT_STEPS,
-                                                       scaling=scaling, learning_rate=FT_LEARNING_RATE)):
-            curves = np.asarray(evaluate(models, x4, y4, None, scaling))
-            ft_rows += [dict(method=method, seed=seed, steps_at_4L=step, tokens_seen=(300 + step) * FT_BATCH * T4,
-                             excess_first_L=excess(c, 0, L), excess_beyond_L=excess(c, L, T4),
-                             loss_beyond_L=round(float(c[L:].mean()), 5)) for seed, c in zip(SEEDS, curves)]
-        print(method, [r["excess_beyond_L"] for r in ft_rows[-5 * len(SEEDS)::len(SEEDS)]], flush=True)
-        info.sample()
+    ft_rows = fine_tune_rows(trained["rope"], x4, y4, FT_LEARNING_RATE, excess)
+    info.sample()
     sc_x, sc_y = stack([data(seed, max(SCRATCH_STEPS) * FT_BATCH, T4, 3000, max(SCRATCH_STEPS)) for seed in SEEDS])
     fresh = [ex.PositionModel("rope", vocab_size=s["vocab_size"], train_length=T4, d_model=s["d_model"],
                               depth=s["depth"], heads=s["heads"], key=jax.random.key(seed)) for seed in SEEDS]

@@ -212,11 +212,19 @@ class PositionModel(eqx.Module):
             return self.relative(length)
         return None
 
-    def _scores_bias(self, length: int, max_offset: int | None, sinks: int = 0) -> Float[Array, "heads T T"] | None:
+    def _scores_bias(self, length: int, max_offset: int | None, sinks: int = 0, renumber: bool = False
+                     ) -> Float[Array, "heads T T"] | None:
         """The additive score bias, with ``-inf`` on every key at offset ``i - j >= max_offset`` if given,
-        except the first ``sinks`` keys (``j < sinks``), which stay visible (attention sinks, chapter 9)."""
-        bias = self.bias(length)
+        except the first ``sinks`` keys (``j < sinks``), which stay visible (attention sinks, chapter 9).
+        With ``renumber`` (ALiBi), the bias is ALiBi's at the offsets of :func:`cache_offsets`."""
         sinks = _checks.nonnegative_int("sinks", sinks)
+        if renumber and self.encoding == "alibi":
+            offset = cache_offsets(length, max_offset, sinks)  # i - j, or p_i - j for the first `sinks` keys
+            slopes = positional.alibi_slopes(self.heads)[:, None, None]
+            causal = np.tril(np.ones((length, length), dtype=bool))
+            bias = jnp.asarray(np.where(causal[None], -slopes * offset[None] + 0.0, -np.inf), dtype=jnp.float32)
+        else:
+            bias = self.bias(length)
         if max_offset is None:
             return bias
         max_offset = _checks.positive_int("max_offset", max_offset)
@@ -226,33 +234,43 @@ class PositionModel(eqx.Module):
         bias = jnp.zeros((self.heads, length, length), jnp.float32) if bias is None else bias
         return jnp.where(far[None], -jnp.inf, bias)
 
-    def _run(self, tokens, max_offset, with_weights, scaling=None, sinks=0):
+    def _run(self, tokens, max_offset, with_weights, scaling=None, sinks=0, renumber=False):
         tokens = _checks.tokens("tokens", tokens, self.head.weight.shape[1])
         length, d_model = tokens.shape[0], self.embedding.shape[1]
+        renumber = _checks.flag("renumber", renumber)
+        if renumber and self.encoding not in ("rope", "alibi", "nope"):
+            raise ValueError(f"renumber applies to relative encodings (rope, alibi, nope), but this model's "
+                             f"encoding is {self.encoding!r}")
         x = self.embedding[tokens]
         if self.encoding == "sinusoidal":
             x = x + positional.sinusoidal_encoding(length, d_model) if length else x
         elif self.encoding == "learned":
             x = x + self.positions(length)
-        bias = self._scores_bias(length, max_offset, sinks)
+        bias = self._scores_bias(length, max_offset, sinks, renumber)
         hook = positional.rope_heads if self.encoding == "rope" else None
         if scaling is not None:  # chapter 9: RoPE stretched at evaluation time
             if self.encoding != "rope":
                 raise ValueError(f"scaling applies to RoPE only, but this model's encoding is {self.encoding!r}")
             hook = positional.scaled_rope_heads(scaling)
+        # RoPE with positions numbered inside the cache: only the scores on the first `sinks` keys change
+        renumbered = renumber and self.encoding == "rope" and max_offset is not None and sinks > 0
         weights = []
         for block in self.blocks:
+            block_bias = bias
+            if renumbered:
+                h = jax.vmap(block.norms[0])(x)
+                block_bias = bias + _renumbered_sink_scores(block.mixer.attention, h, max_offset, sinks, scaling)
             if with_weights:  # the weights the block's mixer computes from its pre-LN input, (heads, T, T)
                 h = jax.vmap(block.norms[0])(x)
-                weights.append(block.mixer.attention(h, h, h, masking.causal_mask(length), bias,
+                weights.append(block.mixer.attention(h, h, h, masking.causal_mask(length), block_bias,
                                                      process_heads=hook)[1])
-            x = block(x, bias=bias, process_heads=hook)
+            x = block(x, bias=block_bias, process_heads=hook)
         logits = self.head(jax.vmap(self.final_norm)(x))
         return (logits, jnp.stack(weights)) if with_weights else logits
 
     @_checks.shaped
-    def __call__(self, tokens: Int[Array, " T"], max_offset: int | None = None, *, scaling=None, sinks: int = 0
-                 ) -> Float[Array, "T vocab"]:
+    def __call__(self, tokens: Int[Array, " T"], max_offset: int | None = None, *, scaling=None, sinks: int = 0,
+                 renumber: bool = False) -> Float[Array, "T vocab"]:
         """Next-token logits for integer ``tokens (T,)`` in ``0 .. vocab_size - 1`` (checked, also under jit).
 
         ``max_offset`` (optional) restricts every head's attention to the keys at offsets ``i - j < max_offset``
@@ -261,15 +279,69 @@ class PositionModel(eqx.Module):
         :class:`~attnbook.positional.YaRNScaling` applied to every head's RoPE, without retraining; ``None``
         is the model as trained. ``sinks`` (chapter 9, with ``max_offset``): the first ``sinks`` keys stay
         visible to every query whatever their offset, as in the rolling cache with attention sinks of Xiao et
-        al. (2023); positions stay those of the whole sequence.
+        al. (2023); positions stay those of the whole sequence, unless ``renumber``.
+
+        ``renumber`` (chapter 9; RoPE, ALiBi or NoPE): positions numbered inside the cache, as Xiao et al. do
+        (their Section 3.2). Query ``i`` reads the cache ``C_i = {j <= i : j < k or i - j < w}`` (``k = sinks``,
+        ``w = max_offset``), and the cached tokens get the positions ``0, 1, ..., |C_i| - 1`` in order, whatever
+        their places in the text. The offset of query ``i`` to key ``j`` is then
+
+            delta_ij = i - j                              for the keys of the window (i - j < w),
+            delta_ij = p_i - j,  p_i = min(i, k + w - 1)  for the first k keys,
+
+        (:func:`cache_offsets`), never more than ``k + w - 1``. With RoPE, head's score of query ``i`` with key
+        ``j`` is ``q_i^T R(delta_ij theta) k_j / sqrt(d)``, ``R(a)`` rotating pair ``m`` by ``a theta_m``; since
+        the window's offsets do not change, only the scores on the first ``k`` keys do. With ALiBi the bias is
+        ``-slope_h delta_ij``; NoPE has no positions to renumber. Without sinks, or without a window, it
+        changes nothing. ``scaling`` and ``renumber`` combine (the rotations use the scaled frequencies).
         """
-        return self._run(tokens, max_offset, False, scaling, sinks)
+        return self._run(tokens, max_offset, False, scaling, sinks, renumber)
 
     @_checks.shaped
     def attention_weights(self, tokens: Int[Array, " T"], max_offset: int | None = None, *, scaling=None,
-                          sinks: int = 0) -> tuple[Float[Array, "T vocab"], Float[Array, "depth heads T T"]]:
+                          sinks: int = 0, renumber: bool = False
+                          ) -> tuple[Float[Array, "T vocab"], Float[Array, "depth heads T T"]]:
         """The logits and every block's attention weights ``(depth, heads, T, T)`` (query ``i``, key ``j``)."""
-        return self._run(tokens, max_offset, True, scaling, sinks)
+        return self._run(tokens, max_offset, True, scaling, sinks, renumber)
+
+
+def cache_offsets(length: int, max_offset: int | None, sinks: int) -> np.ndarray:
+    """The offsets ``delta[i, j]`` of a rolling cache with positions numbered inside it, ``(length, length)``.
+
+    Query ``i`` keeps the first ``sinks`` tokens and the last ``max_offset`` (``w``) tokens; numbering the kept
+    tokens ``0, 1, ...`` gives query ``i`` the position ``p_i = min(i, sinks + w - 1)`` and leaves the window's
+    offsets ``i - j`` as they were, while key ``j < sinks`` keeps position ``j``: ``delta[i, j] = p_i - j``
+    there. Entries outside the cache (``j > i``, or neither in the window nor a sink) are ``i - j`` too; the
+    mask hides them. ``max_offset=None`` (no window) gives ``i - j`` everywhere.
+    """
+    length = _checks.nonnegative_int("length", length)
+    sinks = _checks.nonnegative_int("sinks", sinks)
+    i, j = np.arange(length)[:, None], np.arange(length)[None, :]
+    offset = np.broadcast_to(i - j, (length, length)).copy()
+    if max_offset is not None and sinks:
+        p = np.minimum(np.arange(length), sinks + _checks.positive_int("max_offset", max_offset) - 1)
+        first = min(sinks, length)
+        offset[:, :first] = p[:, None] - j[:, :first]
+    return offset
+
+
+def _renumbered_sink_scores(attention, h, max_offset, sinks, scaling):
+    """What numbering positions inside the cache adds to the scaled scores of RoPE on the first ``sinks`` keys.
+
+    ``q_i`` rotated to ``p_i`` (:func:`cache_offsets`) instead of ``i``, against key ``j < sinks`` rotated to
+    ``j``: ``(R(p_i) q_i - R(i) q_i)^T R(j) k_j / sqrt(d)`` there, 0 on every other key, ``(heads, T, T)``.
+    Added to the bias, it turns the block's score on sink ``j`` into ``q_i^T R(p_i - j) k_j / sqrt(d)``.
+    """
+    length = h.shape[0]
+    q, k, _ = attention.project(h, h, h)  # (T, heads, d), not rotated yet
+    rotate = jax.vmap(lambda x, pos: positional.rope(x, scaling=scaling, positions=pos), in_axes=(1, None),
+                      out_axes=1)
+    p = np.minimum(np.arange(length), sinks + max_offset - 1)
+    first = min(sinks, length)
+    delta_q = rotate(q, p) - rotate(q, np.arange(length))  # (T, heads, d): zero where p_i = i
+    k_sinks = rotate(k, np.arange(length))[:first]  # (sinks, heads, d)
+    change = jnp.einsum("ihd,jhd->hij", delta_q, k_sinks) / jnp.sqrt(jnp.asarray(q.shape[-1], q.dtype))
+    return jnp.pad(change, ((0, 0), (0, 0), (0, length - first)))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -278,11 +350,13 @@ class PositionModel(eqx.Module):
 
 @_checks.shaped
 def loss_per_position(model: PositionModel, inputs: Int[Array, "N T"], targets: Int[Array, "N T"],
-                      *, max_offset: int | None = None, scaling=None, sinks: int = 0) -> Float[Array, " T"]:
+                      *, max_offset: int | None = None, scaling=None, sinks: int = 0, renumber: bool = False
+                      ) -> Float[Array, " T"]:
     """Mean cross-entropy (nats) at each position over the ``N`` sequences: shape ``(T,)``.
 
-    ``targets`` must lie in ``[0, vocab_size)``, also under ``jit``. ``max_offset`` and ``scaling`` (a RoPE
-    scaling of chapter 9, applied at evaluation only): see :class:`PositionModel`.
+    ``targets`` must lie in ``[0, vocab_size)``, also under ``jit``. ``max_offset``, ``scaling`` (a RoPE
+    scaling of chapter 9, applied at evaluation only), ``sinks`` and ``renumber`` (a rolling cache with
+    positions numbered inside it): see :class:`PositionModel`.
     """
     if not isinstance(model, PositionModel):
         raise TypeError(f"model must be a PositionModel, got {type(model).__name__}")
@@ -290,17 +364,18 @@ def loss_per_position(model: PositionModel, inputs: Int[Array, "N T"], targets: 
     if max_offset is not None:
         max_offset = _checks.positive_int("max_offset", max_offset)
     sinks = _checks.nonnegative_int("sinks", sinks)
+    renumber = _checks.flag("renumber", renumber)
     if scaling is not None:
         scaling = positional._check_scaling(scaling)
         if model.encoding != "rope":
             raise ValueError(f"scaling applies to RoPE only, but this model's encoding is {model.encoding!r}")
-    return jnp.mean(_eval_loss(model, inputs, targets, max_offset, scaling, sinks), axis=0)
+    return jnp.mean(_eval_loss(model, inputs, targets, max_offset, scaling, sinks, renumber), axis=0)
 
 
 @eqx.filter_jit
-def _eval_loss(model, inputs, targets, max_offset=None, scaling=None, sinks=0):
+def _eval_loss(model, inputs, targets, max_offset=None, scaling=None, sinks=0, renumber=False):
     return train_module.cross_entropy(
-        jax.vmap(lambda t: model(t, max_offset, scaling=scaling, sinks=sinks))(inputs), targets)
+        jax.vmap(lambda t: model(t, max_offset, scaling=scaling, sinks=sinks, renumber=renumber))(inputs), targets)
 
 
 @_checks.shaped

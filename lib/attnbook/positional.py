@@ -82,7 +82,7 @@ def relative_rotation(offset: int, d_model: int, base: float = 10000.0) -> Float
 
 
 @_checks.shaped
-def rope(x: Float[Array, "T d"], base: float = 10000.0, *, scaling=None) -> Float[Array, "T d"]:
+def rope(x: Float[Array, "T d"], base: float = 10000.0, *, scaling=None, positions=None) -> Float[Array, "T d"]:
     """Rotary position embedding: rotate each feature pair of token ``p`` by ``p * omega_i``.
 
     ``x`` is a float array of shape ``(T, d)`` with ``d`` even; so is the result, in the dtype
@@ -94,6 +94,10 @@ def rope(x: Float[Array, "T d"], base: float = 10000.0, *, scaling=None) -> Floa
     :class:`YaRNScaling`; the frequencies become ``scaling.frequencies(d, base)`` and the rotated
     vector is multiplied by ``scaling.magnitude`` (YaRN's ``sqrt(1/t)``; 1 for the others, then no
     multiplication is done). ``None`` (the default) is plain RoPE.
+
+    ``positions`` (chapter 9's rolling cache with positions numbered inside the cache): the position of each
+    row, ``T`` integers known before tracing (a NumPy array or a list); ``None`` (the default) is
+    ``0 .. T - 1``.
     """
     x = jnp.asarray(x)  # nested lists of floats work too
     length, d = x.shape
@@ -104,7 +108,14 @@ def rope(x: Float[Array, "T d"], base: float = 10000.0, *, scaling=None) -> Floa
     else:
         scaling = _check_scaling(scaling)
         omega, magnitude = scaling.frequencies(d, base), scaling.magnitude
-    angles = np.arange(length)[:, None] * omega[None, :]  # (T, d/2)
+    if positions is None:
+        positions = np.arange(length)
+    else:
+        positions = np.asarray(positions)
+        if positions.shape != (length,) or not np.issubdtype(positions.dtype, np.integer):
+            raise ValueError(f"positions must be {length} integers, one per row of x, got "
+                             f"{_checks.describe(positions)}")
+    angles = positions[:, None] * omega[None, :]  # (T, d/2)
     cos = jnp.asarray(np.cos(angles), dtype=x.dtype)
     sin = jnp.asarray(np.sin(angles), dtype=x.dtype)
     even, odd = x[:, 0::2], x[:, 1::2]

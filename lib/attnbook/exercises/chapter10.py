@@ -49,7 +49,8 @@ def _rank_inputs(rng):
 
 
 UPTRAINED_LOWER_AT_30 = "uptrained"
-"""10.4's answer, read from bench/results/kv_heads_quality.csv (tests/test_exercises_chapter10.py reads it again)."""
+"""10.4's answer, read from bench/results/kv_heads_uptraining.csv, steps 30 to 39 (tests/test_exercises_chapter10.py
+reads it again)."""
 
 register(
     # 10.1 (implement): the bytes of a KV cache.

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from attnbook import extrapolation as ex
-from attnbook import kv, transformer
+from attnbook import kv, nn, transformer
 from attnbook.latent import MultiHeadLatentAttention
 from attnbook.mha import MultiHeadAttention, MultiHeadSelfAttention
 from random_inputs import randomised, tokens
@@ -153,3 +153,27 @@ def test_mla_position_model():
     np.testing.assert_allclose(model(t.at[-1].set(2))[:-1], logits[:-1], rtol=1e-5, atol=1e-6)
     with pytest.raises(ValueError, match="exactly one of kv_heads"):
         kv.experiment_train(2, [0], rank=12)
+
+
+@pytest.mark.parametrize("groups", [4, 2, 1])
+def test_equal_parameter_model_gives_the_freed_parameters_back(groups):
+    """GQA's key/value parameters go back to the feed-forward layers: within one hidden unit per block of MHA's."""
+    mha_count = nn.count_parameters(kv.gqa_position_model(4, seed=0))
+    model = kv.equal_parameter_model(groups, seed=0)
+    d_model = model.embedding.shape[1]
+    assert abs(nn.count_parameters(model) - mha_count) <= len(model.blocks) * (2 * d_model + 1) // 2
+    assert model.blocks[0].feed_forward.hidden.weight.shape[1] == kv.equal_parameter_width(groups)
+    assert kv.cache_bytes_per_token(model.blocks[0].mixer) == 2 * groups * (d_model // 4) * 4
+
+
+def test_associative_recall_asks_every_key_for_its_value():
+    x, y, mask = kv.associative_recall(50, rng=np.random.default_rng(0), keys=16, values=16, pairs=4)
+    assert x.shape == y.shape == mask.shape == (50, 16)
+    assert np.array_equal(mask[0], np.tile([1.0, 0.0], 8) * (np.arange(16) >= 8))
+    for seq, target, m in zip(x, y, mask):
+        pairs = dict(zip(seq[0:8:2], seq[1:8:2]))
+        assert len(pairs) == 4 and all(k < 16 <= v < 32 for k, v in pairs.items())  # distinct keys, values
+        asked = seq[8::2]
+        assert sorted(asked) == sorted(pairs)  # every key asked once
+        assert [target[p] for p in np.flatnonzero(m)] == [pairs[k] for k in asked]
+    assert np.array_equal(y[:, :-1], x[:, 1:])

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # The chapters whose cells train models (train.fit or chapter 8's training over seeds).
 TRAINING_CHAPTERS = ("02-scaled-dot-product-attention", "03-masking", "04-multi-head-attention",
                      "05-attention-free-transformer", "07-transformer", "08-positions-measured",
-                     "09-longer-contexts")
+                     "09-longer-contexts", "10-smaller-caches")
 
 TRAIN = """
 import jax, jax.numpy as jnp, numpy as np, optax, equinox as eqx

@@ -6,6 +6,8 @@ temporary memory, from XLA's compiled memory analysis, must stay far below full 
 forward and backward.
 """
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -40,15 +42,21 @@ def loss(f):
     return scalar
 
 
-def assert_same(q, k, v, *, query_chunk, key_chunk, mask=None, causal=False, atol=1e-5, rtol=1e-7):
-    tq, tk = q.shape[0], k.shape[0]
-    ref_mask = reference_mask(tq, tk, mask, causal)
+@functools.partial(jax.jit, static_argnames=("query_chunk", "key_chunk", "causal"))
+def both(q, k, v, mask, *, query_chunk, key_chunk, causal):
+    """Outputs and gradients of chunked and full attention, in one compiled program per case
+    (compiled op by op, the gradients of the chunk loop took most of this file's time)."""
+    ref_mask = reference_mask(q.shape[0], k.shape[0], mask, causal)
     chunked = lambda q, k, v: chunked_attention(q, k, v, query_chunk=query_chunk, key_chunk=key_chunk,
                                                 mask=mask, causal=causal)
     full = lambda q, k, v: scaled_dot_product_attention(q, k, v, mask=ref_mask)[0]
-    np.testing.assert_allclose(chunked(q, k, v), full(q, k, v), atol=atol, rtol=rtol)
-    grads = jax.grad(loss(chunked), argnums=(0, 1, 2))(q, k, v)
-    ref_grads = jax.grad(loss(full), argnums=(0, 1, 2))(q, k, v)
+    grads = [jax.grad(loss(f), argnums=(0, 1, 2))(q, k, v) for f in (chunked, full)]
+    return chunked(q, k, v), full(q, k, v), grads
+
+
+def assert_same(q, k, v, *, query_chunk, key_chunk, mask=None, causal=False, atol=1e-5, rtol=1e-7):
+    out, ref, (grads, ref_grads) = both(q, k, v, mask, query_chunk=query_chunk, key_chunk=key_chunk, causal=causal)
+    np.testing.assert_allclose(out, ref, atol=atol, rtol=rtol)
     for name, g, r in zip("qkv", grads, ref_grads):
         assert np.isfinite(np.asarray(g)).all(), name
         np.testing.assert_allclose(g, r, atol=atol, rtol=rtol, err_msg=f"gradient with respect to {name}")

@@ -1,4 +1,4 @@
-"""Exercises with checked answers, one module per chapter (ch. 1-9).
+"""Exercises with checked answers, one module per chapter (ch. 1-10).
 
 In a notebook::
 

@@ -6,6 +6,13 @@
   written without a nudge, so every compared output is checked against a run whose trajectories differ in
   their last bits, as they do on another CPU (README, "Outputs that hold on every machine"). Whoever sets
   ``$ATTNBOOK_NUDGE`` themselves (``tools.robustness`` does, empty for no nudge) keeps their choice.
+- The tests (not the notebooks) compile with XLA's backend optimisations off
+  (``--xla_backend_optimization_level=0``): they compile hundreds of small programs once each, and compile in
+  about half the time that way (measured: four compile-bound test files 290 s -> 216 s on 2 cores). Only this
+  process compiles that way: nbval's kernels and every other process a test starts get the caller's flags, so
+  every notebook runs as a reader runs it. The library's results
+  must not depend on the level (``tools.robustness`` checks the notebooks under it); ``ATTNBOOK_TEST_XLA=default``
+  runs the tests with the caller's flags too, as the weekly workflow of the newest versions does.
 - The site tests first, for pytest-xdist's workers (``-n auto --dist loadfile`` in pyproject.toml).
 - Failure reports without ANSI colour codes where pytest itself writes no colour (a CI log, a file, ``NO_COLOR``):
   nbval colours its reports unless ``--color=no``, and the kernel's tracebacks carry IPython's colours.
@@ -19,6 +26,20 @@ import pytest
 from tools import jax_cache
 
 jax_cache.enable()
+
+# XLA reads $XLA_FLAGS once, when JAX's backend starts in this process: start it now with the tests' flags, then
+# give the environment back, so that what this process starts (nbval's kernels, tools.robustness, the
+# notebook-execution tests) runs with the caller's flags, as a reader's notebook does.
+_READER_XLA_FLAGS = os.environ.get("XLA_FLAGS")
+if os.environ.get("ATTNBOOK_TEST_XLA") != "default":
+    os.environ["XLA_FLAGS"] = " ".join(filter(None, [_READER_XLA_FLAGS, "--xla_backend_optimization_level=0"]))
+    import jax
+
+    jax.devices()
+    if _READER_XLA_FLAGS is None:
+        del os.environ["XLA_FLAGS"]
+    else:
+        os.environ["XLA_FLAGS"] = _READER_XLA_FLAGS
 
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 

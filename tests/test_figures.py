@@ -1,4 +1,5 @@
-"""Figures readable on the page: every figure's smallest text, as the desktop page shows it (tools.figure_fonts)."""
+"""Figures readable on the page: every figure's smallest text, as the desktop page and a phone show it
+(tools.figure_fonts)."""
 
 import pytest
 
@@ -16,11 +17,18 @@ def test_smallest_text_is_readable_on_the_desktop(fig):
     assert fig.problem() is None, fig.problem()
 
 
+@pytest.mark.parametrize("fig", FIGURES, ids=lambda f: f"{f.notebook}::{f.label}")
+def test_smallest_text_is_readable_on_a_phone(fig):
+    assert fig.problem(phone=True) is None, fig.problem(phone=True)
+
+
 def test_the_rule_follows_the_image_width():
     wide = figure_fonts.Figure("nb", 0, "fig", png_width=2 * figure_fonts.COLUMN_PX, png_px=12.0)
     narrow = figure_fonts.Figure("nb", 0, "fig", png_width=figure_fonts.COLUMN_PX // 2, png_px=12.0)
     assert wide.page_px == pytest.approx(6.0) and "6.0 px" in wide.problem()
     assert narrow.page_px == 12.0 and narrow.problem() is None
+    assert narrow.phone_px == pytest.approx(12.0 * min(1.0, figure_fonts.PHONE_COLUMN_PX / narrow.png_width))
+    assert "phone" in wide.problem(phone=True) and wide.phone_px < wide.page_px
     assert "re-execute" in figure_fonts.Figure("nb", 0, "fig", 100, float("nan")).problem()
 
 

@@ -7,11 +7,15 @@ read from the notebooks' stored PNGs.
 PNG's metadata (``plotting.MIN_FONT_KEY``). The page shows an image at its own width, or shrunk to the
 text column when it is wider; so in CSS pixels the smallest text is
 
-    px_on_page = px_in_png × min(1, COLUMN_PX / png_width)
+    px_on_page = px_in_png × min(1, column / png_width)
 
-with ``COLUMN_PX`` the width of the text column of a chapter page in a 1280 px wide window (measured
-in Chromium; tests/test_site.py checks it). A figure whose text is below ``MIN_PX`` on the desktop is
-reported, and so is a figure without the metadata (not executed through ``plotting.setup``).
+with ``column`` the width of the text column of a chapter page: ``COLUMN_PX`` in a 1280 px wide window,
+``PHONE_COLUMN_PX`` on a 390 px wide phone (both measured in Chromium; tests/test_site.py checks them).
+A figure whose text is below ``MIN_PX`` on the desktop or below ``PHONE_MIN_PX`` on the phone is
+reported, and so is a figure without the metadata (not executed through ``plotting.setup``). A phone
+shrinks a figure about half as much again as the desktop, so a figure made wider than the column
+(many panels in a row, long tick labels) is the usual culprit: at most 5 in wide at 100 dpi, and
+a few ticks per axis, keeps its text legible on both.
 
 Colour (issue 24: "palettes are colour-blind safe, and no meaning is carried by colour alone"). The PNG
 also records the colours of the figure's lines, markers and patches (``attnbook:colours``), its colour
@@ -47,8 +51,10 @@ from pathlib import Path
 from PIL import Image
 
 ROOT = Path(__file__).resolve().parent.parent
-COLUMN_PX = 678  # the text column of a chapter page at 1280 px (Quarto's default book layout)
+COLUMN_PX = 663  # the text column of a chapter page at 1280 px (Quarto's default book layout)
+PHONE_COLUMN_PX = 339  # the same at 390 px, a phone
 MIN_PX = 9.0  # smallest legible text on the desktop, in CSS pixels
+PHONE_MIN_PX = 8.0  # on a phone, read closer to the eye
 KEY = "attnbook:min-font-px"  # = attnbook.plotting.MIN_FONT_KEY (not imported: no JAX needed here)
 COLOURS_KEY = "attnbook:colours"  # = plotting.COLOURS_KEY
 COLORMAPS_KEY = "attnbook:colormaps"  # = plotting.COLORMAPS_KEY
@@ -159,14 +165,23 @@ class Figure:
 
     @property
     def page_px(self) -> float:
+        """The smallest text on the desktop page, in CSS pixels."""
         return self.png_px * min(1.0, COLUMN_PX / self.png_width)
 
-    def problem(self) -> str | None:
+    @property
+    def phone_px(self) -> float:
+        """The smallest text on a phone's page, in CSS pixels."""
+        return self.png_px * min(1.0, PHONE_COLUMN_PX / self.png_width)
+
+    def problem(self, phone: bool = False) -> str | None:
+        """Why the figure's text is too small on the desktop (or, with ``phone``, on a phone), or None."""
         if math.isnan(self.png_px):
             return f"no {KEY} in the PNG (re-execute the notebook)"
-        if self.page_px < MIN_PX:
-            return (f"smallest text {self.page_px:.1f} px on the page (< {MIN_PX:g}): {self.png_px:.1f} px in a "
-                    f"{self.png_width} px wide image shown at most {COLUMN_PX} px wide")
+        px, least, column = ((self.phone_px, PHONE_MIN_PX, PHONE_COLUMN_PX) if phone
+                             else (self.page_px, MIN_PX, COLUMN_PX))
+        if px < least:
+            return (f"smallest text {px:.1f} px on the {'phone' if phone else 'desktop'} page (< {least:g}): "
+                    f"{self.png_px:.1f} px in a {self.png_width} px wide image shown at most {column} px wide")
         return None
 
 
@@ -200,11 +215,12 @@ def main(argv: list[str] | None = None) -> int:
     bad = 0
     for path in paths:
         for fig in figures(path):
-            problem, colour = fig.problem(), fig.colour_problem()
+            problem = fig.problem() or fig.problem(phone=True)
+            colour = fig.colour_problem()
             bad += problem is not None or colour is not None
             status = f"✗ {problem}" if problem else "✓"
             closest = closest_colours(list(fig.colours or ()))
-            print(f"{fig.notebook} {fig.label}: {fig.page_px:.1f} px {status}; colours "
+            print(f"{fig.notebook} {fig.label}: {fig.page_px:.1f} px, phone {fig.phone_px:.1f} px {status}; colours "
                   + (f"{closest[0]:.1f} apart" if closest else "-") + (f" ✗ {colour}" if colour else " ✓"))
     return 1 if bad else 0
 

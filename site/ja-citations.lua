@@ -20,9 +20,18 @@ both editions.
 ]]
 
 local meta
+local in_bibliography = {}  -- the keys of the bibliography: "@fig-x", "[@sec-y]" are cross-references
+
+local function cites_the_bibliography(el)
+  if el == nil or el.t ~= "Cite" then return false end
+  for _, citation in ipairs(el.citations) do
+    if not in_bibliography[citation.id] then return false end
+  end
+  return true
+end
 
 local function parenthetical(el)
-  return el ~= nil and el.t == "Cite" and el.citations[1].mode ~= "AuthorInText"
+  return cites_the_bibliography(el) and el.citations[1].mode ~= "AuthorInText"
 end
 
 local OPEN = "（"
@@ -53,7 +62,7 @@ end
 local function narrative_to_parenthetical(inlines)
   for i = #inlines, 1, -1 do
     local el = inlines[i]
-    if el.t == "Cite" and #el.citations == 1 and el.citations[1].mode == "AuthorInText" then
+    if cites_the_bibliography(el) and #el.citations == 1 and el.citations[1].mode == "AuthorInText" then
       local names = authors(el)
       if names ~= nil then
         local year = el:clone()
@@ -80,5 +89,8 @@ end
 
 function Pandoc(doc)
   meta = doc.meta
+  for _, reference in ipairs(pandoc.utils.references(doc)) do
+    in_bibliography[reference.id] = true
+  end
   return doc:walk{Inlines = function(inlines) return drop_spaces(narrative_to_parenthetical(inlines)) end}
 end

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import pytest
 
-from tools import sitecheck
+from tools import figure_fonts, sitecheck
 from tools.screenshots import CHROMIUM_ARGS, QuietHandler
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -539,7 +539,9 @@ VIEW_JS = TYPESET + LAYOUT_FUNCTION + r"""
     links: Array.prototype.map.call(document.querySelectorAll("a.lang-switch"), function (a) {
       return {href: a.href, visible: shown(a)}; }),
     lang: document.documentElement.lang, title: document.title,
-    typeset: document.querySelectorAll("mjx-container").length, axe: null, layout: null};
+    typeset: document.querySelectorAll("mjx-container").length, axe: null, layout: null,
+    column: (function (m) { return m ? m.getBoundingClientRect().width : null; })(
+      document.querySelector("main#quarto-document-content"))};
   var audit = window.axe ? axe.run(document, {resultTypes: ["violations"]}).then(function (r) {
     return r.violations.filter(function (v) { return v.impact === "serious" || v.impact === "critical"; })
       .map(function (v) { return {id: v.id, impact: v.impact, help: v.help,
@@ -620,6 +622,18 @@ def test_wide_equations_outputs_code_and_tables_scroll_in_their_own_box(layout, 
     problems = report({k: v for k, v in layout.items() if k[0] == width},
                       lambda element, what: element not in ("page", "top bar"))
     assert not problems, "\n" + problems
+
+
+def test_figure_text_is_sized_for_the_measured_column(views) -> None:
+    """tools.figure_fonts reads a figure's smallest text on the page from the text column's width at 1280 and
+    390 px (COLUMN_PX, PHONE_COLUMN_PX): every chapter's column is that wide."""
+    expected = {1280: figure_fonts.COLUMN_PX, 390: figure_fonts.PHONE_COLUMN_PX}
+    chapters = [(width, page, view["column"]) for (width, page), view in views.items()
+                if width in expected and re.search(r"/\d\d-[^/]+\.html$", page)]
+    assert len(chapters) >= 2 * len(LANGS) * 10
+    wrong = [f"{page} at {width} px: {column} px, figure_fonts says {expected[width]}"
+             for width, page, column in chapters if column is None or abs(column - expected[width]) > 1]
+    assert not wrong, "\n" + "\n".join(wrong)
 
 
 def test_japanese_references_read_naturally(site: Built) -> None:

@@ -693,9 +693,10 @@ input.dispatchEvent(new Event(input.tagName === "SELECT" ? "change" : "input", {
 class Widget:
     """One widget on a chapter page, loaded in the browser: read its attributes, set its controls."""
 
-    def __init__(self, driver, server: str, lang: str, chapter: str, name: str) -> None:
+    def __init__(self, driver, base: str, lang: str, chapter: str, name: str) -> None:
+        """`base`: the site's url, over HTTP (the `server` fixture) or file:// (base_url)."""
         self.driver, self.root = driver, f'.attn-widget[data-widget="{name}"]'
-        driver.get(f"{server}/{lang}/chapters/{lang}/{chapter}.html")
+        driver.get(f"{base}/{lang}/chapters/{lang}/{chapter}.html")
         state = wait_for(driver, lambda d: d.execute_script(
             "var e = document.querySelector(arguments[0]);"
             "return e && (e.dataset.error ? 'error: ' + e.dataset.error : e.dataset.ready);", self.root),
@@ -725,13 +726,16 @@ class Widget:
 
 def test_widget_sinusoidal_encoding_agrees_with_the_library(site: Built, server: str, browser) -> None:
     """Chapter 1: the heat-map is attnbook.positional.sinusoidal_encoding(64, d, base) and the curve is
-    PE[p] . PE[p+k], k = 0..63, for two settings; the arrow key moves d. Catches, e.g., a widget that
-    swaps sin and cos or uses 2i/d with i the column (not the pair) in its exponent."""
+    PE[p] . PE[p+k], k = 0..63, for two settings; the arrow key moves d. The Japanese page, opened from
+    disk (file://), starts its widget with Japanese labels. Catches, e.g., a widget that swaps sin and cos
+    or uses 2i/d with i the column (not the pair) in its exponent."""
     import numpy as np
     from selenium.webdriver.common.keys import Keys
 
     from attnbook import positional
 
+    on_disk = Widget(browser(), base_url("file", site, server), "ja", "01-positional-encoding", "ch01-sinusoidal")
+    assert on_disk.element(".aw-title").text.startswith("試してみましょう")
     widget = Widget(browser(), server, "en", "01-positional-encoding", "ch01-sinusoidal")
     assert widget.attribute("data-d") == 32
     widget.element('[data-control="d"]').send_keys(Keys.ARROW_RIGHT)  # keyboard: the next width, 48
@@ -781,6 +785,7 @@ def test_widget_mask_agrees_with_the_library(site: Built, server: str, browser) 
     from attnbook import attention, masking
 
     widget = Widget(browser(), server, "ja", "03-masking", "ch03-mask")  # the page sets the language
+    assert widget.element('[data-preset="causal"]').text == "因果マスク"
     q, k = np.asarray(widget.attribute("data-q")), np.asarray(widget.attribute("data-k"))
     assert q.shape == k.shape == (6, 4)
 

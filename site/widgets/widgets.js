@@ -44,7 +44,8 @@
     ".attn-widget button[aria-pressed=true]{background:#0072b2;color:#fff}",
     ".attn-widget .aw-figures{display:flex;flex-wrap:wrap;gap:.5rem 1rem}",
     ".attn-widget .aw-figure{flex:1 1 100%;min-width:0;max-width:100%}",
-    ".attn-widget svg{display:block;width:100%;height:auto;max-width:36rem}",
+    ".attn-widget svg{display:block;width:100%;height:auto;max-width:32rem}",
+    "@media (max-width:575.98px){.attn-widget{padding:.4rem}}",
     ".attn-widget .aw-note{font-size:.9rem;margin:.4rem 0 0}"
   ].join("\n");
 
@@ -215,10 +216,10 @@
   }
 
   // ------------------------------------------------------------------------------------------
-  // Plots: SVG with a viewBox, so they scale with the column (480 units wide: 13-unit text is about
-  // 15 px in the desktop column and 9 px in a phone's).
+  // Plots: SVG with a viewBox, so they scale with the column: 480 units wide, at most 32rem (512 px) on a
+  // desktop and about 325 px on a phone, so 14-unit text is about 15 px and 9.5 px (at least 12 and 9).
 
-  var FONT = 13;
+  var FONT = 14;
 
   function svg(width, height, label) {
     var node = document.createElementNS(SVG, "svg");
@@ -296,7 +297,7 @@
                  (bh / steps + 0.05).toFixed(2) + '" fill="' + colour(o.map, val, vmin, vmax) + '"/>');
     }
     [vmax, (vmin + vmax) / 2, vmin].forEach(function (v, k) {
-      parts.push(text(bx + 13, top + k * bh / 2 + (k === 0 ? 9 : k === 2 ? 0 : 4), fmt(v, Math.abs(v) < 10 && v % 1 ? 1 : 0)));
+      parts.push(text(bx + 13, top + k * bh / 2 + (k === 0 ? 9 : k === 2 ? 0 : 4), String(+v.toFixed(2)).replace(/^-/, "\u2212")));
     });
     node.innerHTML = parts.join("");
     node.setAttribute("data-values", json(values));

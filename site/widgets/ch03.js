@@ -37,7 +37,7 @@ AttnWidgets.register("ch03-mask", function (root, W) {
 
   // The mask as a grid of toggle buttons: row = query, column = key.
   var gridFigure = f.figure(), weightsFigure = f.figure();
-  var caption = W.el("p", {class: "aw-note", id: "aw-mask-caption-" + Math.floor(Math.random() * 1e9),
+  var caption = W.el("p", {class: "aw-note", id: W.uid("mask-caption"),
                            text: W.t("The mask: click a cell (or press Enter or Space on it) to allow (1) or forbid (0) " +
                                      "that key for that query. Rows are queries, columns keys.",
                                      "マスク：セルを押す（Enter か Space キーでも）と、そのクエリがそのキーを見ることを許可（1）" +
@@ -55,8 +55,7 @@ AttnWidgets.register("ch03-mask", function (root, W) {
     cells.push([]);
     for (j = 0; j < T; j++) {
       (function (a, b) {
-        var cell = W.el("button", {type: "button", "data-cell": a + "," + b, style: "width:100%;padding:.2rem 0",
-                                   "aria-label": W.t("query " + a + ", key " + b, "クエリ " + a + "、キー " + b)});
+        var cell = W.el("button", {type: "button", "data-cell": a + "," + b, style: "width:100%;padding:.2rem 0"});
         cell.addEventListener("click", function () { mask[a][b] = !mask[a][b]; draw(); });
         grid.appendChild(cell);
         cells[a].push(cell);
@@ -68,6 +67,9 @@ AttnWidgets.register("ch03-mask", function (root, W) {
     for (var a = 0; a < T; a++) for (var b = 0; b < T; b++) {
       cells[a][b].setAttribute("aria-pressed", mask[a][b] ? "true" : "false");
       cells[a][b].textContent = mask[a][b] ? "1" : "0";
+      // The accessible name starts with the visible text (axe: label-content-name-mismatch).
+      cells[a][b].setAttribute("aria-label", cells[a][b].textContent +
+                               W.t(": query " + a + ", key " + b, "：クエリ " + a + "、キー " + b));
     }
     root.setAttribute("data-mask", JSON.stringify(mask));
     var weights = scores.map(function (row, a) { return W.softmax(row, mask[a]); });

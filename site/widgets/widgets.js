@@ -200,7 +200,6 @@
     parent.appendChild(el("div", {class: "aw-control"}, [el("label", {"for": id, text: o.label}), input]));
     function value() { return o.options[+input.value][0]; }
     input.addEventListener("change", function () { o.onChange(value()); });
-    input.addEventListener("input", function () { o.onChange(value()); });
     return {input: input, value: value};
   }
 
@@ -416,7 +415,7 @@
 
   var api = {
     register: register, lang: lang, t: t, rng: rng, softmax: softmax, dot: dot, entropy: entropy, range: range,
-    json: json, fmt: fmt, colour: colour, el: el, slider: slider, select: select, checkbox: checkbox,
+    json: json, fmt: fmt, colour: colour, el: el, uid: uid, slider: slider, select: select, checkbox: checkbox,
     heatmap: heatmap, lineplot: lineplot, frame: frame, PALETTE: PALETTE, GREY: GREY
   };
   window.AttnWidgets = api;

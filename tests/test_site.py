@@ -703,18 +703,19 @@ class Widget:
             f"the widget {name} to start")
         assert state == "true", f"{name}: {state}"
 
-    def attribute(self, name: str, figure: str | None = None):
-        """The JSON in attribute `name` of the root, or of its element with data-figure=`figure`."""
+    def attribute(self, name: str, figure: str | None = None, series: str | None = None):
+        """The JSON in attribute `name` of the root, or of its plot with data-figure=`figure` (and of that
+        plot's series with data-series=`series`)."""
         import json
-        where = self.root + (f' [data-figure="{figure}"]' if figure else "")
+        where = self.root + (f' [data-figure="{figure}"]' if figure else "") + (
+            f' [data-series="{series}"]' if series else "")
         return json.loads(self.driver.execute_script(
             "return document.querySelector(arguments[0]).getAttribute(arguments[1]);", where, name))
 
     def values(self, figure: str, series: str | None = None):
+        """What a plot shows (data-values) as a float64 array: a heat-map's matrix, a series' y."""
         import numpy as np
-        if series is None:
-            return np.asarray(self.attribute("data-values", figure), dtype=np.float64)
-        return np.asarray(self.attribute("data-values", f'{figure}"] [data-series="{series}'), dtype=np.float64)
+        return np.asarray(self.attribute("data-values", figure, series), dtype=np.float64)
 
     def set(self, control: str, value) -> None:
         self.driver.execute_script(SET_CONTROL, self.root, control, value)

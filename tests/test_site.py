@@ -690,6 +690,26 @@ input.dispatchEvent(new Event(input.tagName === "SELECT" ? "change" : "input", {
 """
 
 
+def mulberry32_normals(seed: int, count: int) -> list[float]:
+    """The standard normal numbers W.rng(seed).normals(count) draws in the browser (site/widgets/widgets.js:
+    mulberry32 uniforms, Box-Muller with the second value dropped), for a test that replicates a draw."""
+    import math
+
+    state, out = seed & 0xFFFFFFFF, []
+
+    def uniform() -> float:
+        nonlocal state
+        state = (state + 0x6D2B79F5) & 0xFFFFFFFF
+        x = (((state ^ (state >> 15)) * (state | 1)) & 0xFFFFFFFF)
+        x ^= (x + (((x ^ (x >> 7)) * (x | 61)) & 0xFFFFFFFF)) & 0xFFFFFFFF
+        return ((x ^ (x >> 14)) & 0xFFFFFFFF) / 4294967296
+
+    for _ in range(count):
+        u, v = 1 - uniform(), uniform()
+        out.append(math.sqrt(-2 * math.log(u)) * math.cos(2 * math.pi * v))
+    return out
+
+
 class Widget:
     """One widget on a chapter page, loaded in the browser: read its attributes, set its controls."""
 
@@ -752,16 +772,18 @@ def test_widget_sinusoidal_encoding_agrees_with_the_library(site: Built, server:
 
 
 def test_widget_softmax_saturation_agrees_with_jax(site: Built, server: str, browser) -> None:
-    """Chapter 2: for the page's fixed draw (read from data-q, data-keys), the weights with and without
-    the 1/sqrt(d_k) scale are jax.nn.softmax of the same scores, for two (d_k, temperature). Catches,
-    e.g., a widget that scales by 1/d_k or forgets the temperature in one of the two."""
+    """Chapter 2: for the page's fixed draw (data-q, data-keys: the same seeded draw as in Python), the
+    weights with and without the 1/sqrt(d_k) scale are jax.nn.softmax of the same scores, for two
+    (d_k, temperature). Catches, e.g., a widget that scales by 1/d_k or forgets the temperature in one of
+    the two."""
     import jax
     import numpy as np
 
     widget = Widget(browser(), server, "en", "02-scaled-dot-product-attention", "ch02-saturation")
     q, keys = np.asarray(widget.attribute("data-q")), np.asarray(widget.attribute("data-keys"))
     assert q.shape == (256,) and keys.shape == (8, 256)
-    assert abs(q.mean()) < 0.2 and 0.8 < q.std() < 1.2  # standard normal draws
+    draw = np.asarray(mulberry32_normals(2, 9 * 256))  # the seeded generator: the same numbers in Python
+    np.testing.assert_allclose(np.concatenate([q, keys.ravel()]), draw, rtol=0, atol=1e-7)
     for d, tau in ((64, 1), (256, 0.5)):
         widget.set("d", d)
         widget.set("tau", tau)

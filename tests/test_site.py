@@ -663,3 +663,199 @@ def test_axe_finds_no_serious_or_critical_violation(axe_results: dict[str, list[
     problems = [f"{page}: {v['impact']} {v['id']} ({v['help']}) on {v['count']} element(s): "
                 + ", ".join(v["nodes"]) for page, found in axe_results.items() for v in found]
     assert not problems, "\n" + "\n".join(problems)
+
+
+# ---------------------------------------------------------------------------------------------
+# Interactive figures (site/widgets/): each driven in Chromium and compared with attnbook
+#
+# A widget writes what it shows into data attributes (site/widgets/widgets.js): the plotted numbers
+# (data-values, JSON rounded to 1e-7) on each figure, its settings and the numbers it drew on its root.
+# Each test loads one chapter page over HTTP in the session's browser, sets the controls as a reader
+# would (a range input's value and an `input` event, a click, a key), and compares the figure with the
+# library on the same inputs. Each names, in its docstring, a break it catches.
+
+WIDGET_ATOL = 1e-5
+
+# Sets a control by its data-control name: a range input or <select> with data-choices (the values its
+# positions stand for) is moved to the position of `value`; a checkbox is clicked when it differs.
+SET_CONTROL = """
+var root = document.querySelector(arguments[0]), value = arguments[2];
+var input = root.querySelector('[data-control="' + arguments[1] + '"]');
+if (input.type === "checkbox") { if (input.checked !== value) input.click(); return; }
+var choices = input.dataset.choices ? JSON.parse(input.dataset.choices) : null;
+var position = choices ? choices.indexOf(value) : value;
+if (position < 0) throw new Error(arguments[1] + ": no choice " + value + " in " + input.dataset.choices);
+input.value = String(position);
+input.dispatchEvent(new Event(input.tagName === "SELECT" ? "change" : "input", {bubbles: true}));
+"""
+
+
+def mulberry32_normals(seed: int, count: int) -> list[float]:
+    """The standard normal numbers W.rng(seed).normals(count) draws in the browser (site/widgets/widgets.js:
+    mulberry32 uniforms, Box-Muller with the second value dropped), for a test that replicates a draw."""
+    import math
+
+    state, out = seed & 0xFFFFFFFF, []
+
+    def uniform() -> float:
+        nonlocal state
+        state = (state + 0x6D2B79F5) & 0xFFFFFFFF
+        x = (((state ^ (state >> 15)) * (state | 1)) & 0xFFFFFFFF)
+        x ^= (x + (((x ^ (x >> 7)) * (x | 61)) & 0xFFFFFFFF)) & 0xFFFFFFFF
+        return ((x ^ (x >> 14)) & 0xFFFFFFFF) / 4294967296
+
+    for _ in range(count):
+        u, v = 1 - uniform(), uniform()
+        out.append(math.sqrt(-2 * math.log(u)) * math.cos(2 * math.pi * v))
+    return out
+
+
+class Widget:
+    """One widget on a chapter page, loaded in the browser: read its attributes, set its controls."""
+
+    def __init__(self, driver, base: str, lang: str, chapter: str, name: str) -> None:
+        """`base`: the site's url, over HTTP (the `server` fixture) or file:// (base_url)."""
+        self.driver, self.root = driver, f'.attn-widget[data-widget="{name}"]'
+        driver.get(f"{base}/{lang}/chapters/{lang}/{chapter}.html")
+        state = wait_for(driver, lambda d: d.execute_script(
+            "var e = document.querySelector(arguments[0]);"
+            "return e && (e.dataset.error ? 'error: ' + e.dataset.error : e.dataset.ready);", self.root),
+            f"the widget {name} to start")
+        assert state == "true", f"{name}: {state}"
+
+    def attribute(self, name: str, figure: str | None = None, series: str | None = None):
+        """The JSON in attribute `name` of the root, or of its plot with data-figure=`figure` (and of that
+        plot's series with data-series=`series`)."""
+        import json
+        where = self.root + (f' [data-figure="{figure}"]' if figure else "") + (
+            f' [data-series="{series}"]' if series else "")
+        return json.loads(self.driver.execute_script(
+            "return document.querySelector(arguments[0]).getAttribute(arguments[1]);", where, name))
+
+    def values(self, figure: str, series: str | None = None):
+        """What a plot shows (data-values) as a float64 array: a heat-map's matrix, a series' y."""
+        import numpy as np
+        return np.asarray(self.attribute("data-values", figure, series), dtype=np.float64)
+
+    def set(self, control: str, value) -> None:
+        self.driver.execute_script(SET_CONTROL, self.root, control, value)
+
+    def element(self, css: str):
+        from selenium.webdriver.common.by import By
+        return self.driver.find_element(By.CSS_SELECTOR, f"{self.root} {css}")
+
+
+def test_widget_sinusoidal_encoding_agrees_with_the_library(site: Built, server: str, browser) -> None:
+    """Chapter 1: the heat-map is attnbook.positional.sinusoidal_encoding(64, d, base) and the curve is
+    PE[p] . PE[p+k], k = 0..63, for two settings; the arrow key moves d. Catches, e.g., a widget that
+    swaps sin and cos or uses 2i/d with i the column (not the pair) in its exponent."""
+    import numpy as np
+    from selenium.webdriver.common.keys import Keys
+
+    from attnbook import positional
+
+    widget = Widget(browser(), server, "en", "01-positional-encoding", "ch01-sinusoidal")
+    assert widget.attribute("data-d") == 32
+    widget.element('[data-control="d"]').send_keys(Keys.ARROW_RIGHT)  # keyboard: the next width, 48
+    assert widget.attribute("data-d") == 48
+    for d, base, p in ((16, 100, 5), (128, 1_000_000, 150)):
+        widget.set("d", d)
+        widget.set("base", base)
+        widget.set("p", p)
+        assert (widget.attribute("data-d"), widget.attribute("data-base"), widget.attribute("data-p")) == (d, base, p)
+        pe = np.asarray(positional.sinusoidal_encoding(64, d, base=float(base)), dtype=np.float64)
+        np.testing.assert_allclose(widget.values("encoding"), pe, rtol=0, atol=WIDGET_ATOL)
+        rows = np.asarray(positional.sinusoidal_encoding(p + 64, d, base=float(base)), dtype=np.float64)
+        # PE in float32 (the library's dtype): each entry within 6e-8, so a sum of d products within d * 1.2e-7.
+        np.testing.assert_allclose(widget.values("dots", "dots"), rows[p:] @ rows[p], rtol=0,
+                                   atol=WIDGET_ATOL + d * 1.2e-7)
+
+
+def test_widget_softmax_saturation_agrees_with_jax(site: Built, server: str, browser) -> None:
+    """Chapter 2: for the page's fixed draw (data-q, data-keys: the same seeded draw as in Python), the
+    weights with and without the 1/sqrt(d_k) scale are jax.nn.softmax of the same scores, for two
+    (d_k, temperature). Catches, e.g., a widget that scales by 1/d_k or forgets the temperature in one of
+    the two."""
+    import jax
+    import numpy as np
+
+    widget = Widget(browser(), server, "en", "02-scaled-dot-product-attention", "ch02-saturation")
+    q, keys = np.asarray(widget.attribute("data-q")), np.asarray(widget.attribute("data-keys"))
+    assert q.shape == (256,) and keys.shape == (8, 256)
+    draw = np.asarray(mulberry32_normals(2, 9 * 256))  # the seeded generator: the same numbers in Python
+    np.testing.assert_allclose(np.concatenate([q, keys.ravel()]), draw, rtol=0, atol=1e-7)
+    for d, tau in ((64, 1), (256, 0.5)):
+        widget.set("d", d)
+        widget.set("tau", tau)
+        scores = keys[:, :d] @ q[:d] / tau
+        np.testing.assert_allclose(widget.values("weights", "plain"), jax.nn.softmax(scores), rtol=0, atol=WIDGET_ATOL)
+        np.testing.assert_allclose(widget.values("weights", "scaled"), jax.nn.softmax(scores / np.sqrt(d)),
+                                   rtol=0, atol=WIDGET_ATOL)
+    assert widget.values("weights", "plain").max() > 0.99 > widget.values("weights", "scaled").max()
+
+
+def test_widget_mask_agrees_with_the_library(site: Built, server: str, browser) -> None:
+    """Chapter 3: each preset's mask is attnbook.masking's (none, causal_mask, padding_mask, sliding_window_mask),
+    and the weights under it, and under a mask built by clicks and keys with a fully masked row, are
+    attnbook.attention.scaled_dot_product_attention's (zeros for that row), on the Japanese page opened from
+    disk. Catches, e.g., a widget that
+    gives a fully masked row uniform weights or NaN, or a causal preset that is transposed."""
+    import jax
+    import numpy as np
+    from selenium.webdriver.common.keys import Keys
+
+    from attnbook import attention, masking
+
+    # The Japanese page opened from disk (file://): the scripts load by relative urls, labels follow <html lang>.
+    widget = Widget(browser(), base_url("file", site, server), "ja", "03-masking", "ch03-mask")
+    assert widget.element('[data-preset="causal"]').text == "因果マスク"
+    q, k = np.asarray(widget.attribute("data-q")), np.asarray(widget.attribute("data-k"))
+    assert q.shape == k.shape == (6, 4)
+
+    # One compilation for every mask (op by op, the first call alone took 3 s on the loaded machine).
+    weights_under = jax.jit(lambda mask: attention.scaled_dot_product_attention(q, k, np.eye(6), mask=mask)[1])
+
+    def check(expected_mask=None) -> np.ndarray:
+        mask = np.asarray(widget.attribute("data-mask"), dtype=bool)
+        if expected_mask is not None:
+            np.testing.assert_array_equal(mask, expected_mask)
+        np.testing.assert_allclose(widget.values("weights"), weights_under(mask), rtol=0, atol=WIDGET_ATOL)
+        return mask
+
+    presets = {"none": np.ones((6, 6), bool), "padding": masking.padding_mask(np.array([4]), 6)[0],
+               "window": masking.sliding_window_mask(6, 3), "causal": masking.causal_mask(6)}
+    for name, expected in presets.items():
+        widget.element(f'[data-preset="{name}"]').click()
+        check(np.asarray(expected))
+    for i, j in ((2, 0), (2, 1), (2, 2), (0, 5)):  # forbid every key of query 2; let query 0 see key 5
+        widget.element(f'[data-cell="{i},{j}"]').click()
+    widget.element('[data-cell="4,1"]').send_keys(Keys.SPACE)  # keyboard: forbid key 1 for query 4
+    mask = check()
+    assert not mask[2].any() and mask[0, 5] and not mask[4, 1]
+    assert not widget.values("weights")[2].any()  # the fully masked row: zeros, as the library returns
+
+
+def test_widget_aft_local_agrees_with_the_library(site: Built, server: str, browser) -> None:
+    """Chapter 5: AFT-local's weights for the page's fixed keys K and bias w (data-k, data-w) are
+    attnbook.aft.aft_local's on one channel per key (v = identity, q = 0, so the output is half the weights),
+    and the framed window is |t - t'| < s, for two (T, s, causal), the second causal with s >= T (AFT-full).
+    Catches, e.g., a widget that masks
+    the keys outside the window (local attention) instead of giving them the bias 0."""
+    import numpy as np
+
+    from attnbook import aft
+
+    widget = Widget(browser(), server, "en", "05-attention-free-transformer", "ch05-aft-local")
+    keys, w = np.asarray(widget.attribute("data-k")), np.asarray(widget.attribute("data-w"))
+    assert keys.shape == (16,) and w.shape == (16, 16)
+    for length, window, causal in ((12, 3, False), (9, 16, True)):  # each a compilation of aft_local
+        widget.set("T", length)
+        widget.set("s", window)
+        widget.set("causal", causal)
+        assert (widget.attribute("data-t"), widget.attribute("data-s"), widget.attribute("data-causal")) == (
+            length, window, causal)
+        k = np.repeat(keys[:length, None], length, axis=1)  # (T, T): key t' in every channel
+        out = aft.aft_local(np.zeros((length, length)), k, np.eye(length), w[:length, :length], window, causal=causal)
+        np.testing.assert_allclose(widget.values("weights"), 2 * np.asarray(out), rtol=0, atol=WIDGET_ATOL)
+        offsets = np.abs(np.arange(length)[:, None] - np.arange(length)[None, :])
+        np.testing.assert_array_equal(widget.attribute("data-window", "weights"), offsets < window)

@@ -828,3 +828,157 @@ def test_widget_aft_local_agrees_with_the_library(site: Built, server: str, brow
         np.testing.assert_allclose(widget.values("weights"), 2 * np.asarray(out), rtol=0, atol=WIDGET_ATOL)
         offsets = np.abs(np.arange(length)[:, None] - np.arange(length)[None, :])
         np.testing.assert_array_equal(widget.attribute("data-window", "weights"), offsets < window)
+
+
+# ---------------------------------------------------------------------------------------------
+# Interactive figures of stored results and trained models (chapters 4 and 6-10)
+#
+# These widgets show benchmarks and trained models: their data (site/widgets/chNN-data.js) is exported by
+# tools/export_widget_data.py from bench/results/ (tests/test_export_widget_data.py checks that each file is
+# what the tool writes now). Each test below drives one widget as the tests above do, and compares what it
+# shows with the stored CSV files, read here on their own, and with attnbook's functions on the same inputs.
+
+STORED = ROOT / "bench" / "results"
+
+
+def stored_rows(name: str) -> list[dict[str, str]]:
+    import csv
+    with open(STORED / name, encoding="utf-8", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def raw(widget: Widget, name: str) -> str:
+    """A root attribute's text (the control's value as the widget names it), not JSON."""
+    return widget.driver.execute_script("return document.querySelector(arguments[0]).getAttribute(arguments[1]);",
+                                        widget.root, name)
+
+
+def test_widget_kv_cache_agrees_with_the_library_and_the_stored_runs(site: Built, server: str, browser) -> None:
+    """Chapter 10: for each task and G, the cache shown is attnbook.kv.cache_bytes_per_token of the task's layer
+    with kv_heads = G, times T tokens and l layers, and the quality shown is each seed's stored result
+    (kv_heads_recall.csv: accuracy; kv_heads_quality.csv: excess after 300 steps from scratch). Catches,
+    e.g., a widget that counts the query heads H instead of G, forgets the values' half, or shows another
+    G's row."""
+    import jax
+    import numpy as np
+
+    from attnbook import kv
+    from attnbook.mha import MultiHeadAttention
+
+    widget = Widget(browser(), server, "en", "10-smaller-caches", "ch10-kv-heads")
+    recall = stored_rows("kv_heads_recall.csv")
+    quality = stored_rows("kv_heads_quality.csv")
+    expected = {
+        "recall": (8, {g: [float(r["accuracy"]) for r in recall if r["method"] == "trained" and r["kv_heads"] == str(g)]
+                       for g in (8, 4, 2, 1)}),
+        "markov": (4, {g: [float(r["excess"]) for r in quality if r["method"] == "from_scratch"
+                           and r["kv_heads"] == str(g) and r["steps"] == "300"] for g in (4, 2, 1)})}
+    for task, t, layers in (("recall", 4096, 2), ("markov", 131072, 80), ("recall", 256, 1)):
+        heads, results = expected[task]
+        widget.set("task", task)
+        widget.set("T", t)
+        widget.set("layers", layers)
+        for g in results:
+            widget.set("g", g)
+            assert (raw(widget, "data-task"), widget.attribute("data-g")) == (task, g)
+            layer = MultiHeadAttention(32, heads, 32 // heads, kv_heads=g, key=jax.random.key(0))
+            assert widget.attribute("data-bytes") == kv.cache_bytes_per_token(layer) * t * layers
+            np.testing.assert_allclose(widget.attribute("data-quality"), results[g], rtol=0, atol=5e-4)
+        np.testing.assert_allclose(widget.values("cache", "cache"),
+                                   [kv.cache_bytes_per_token(MultiHeadAttention(32, heads, 32 // heads, kv_heads=g,
+                                                                                key=jax.random.key(0))) * t * layers / 1024
+                                    for g in sorted(results)], rtol=1e-7)
+
+
+def test_widget_per_position_loss_agrees_with_the_stored_runs(site: Built, server: str, browser) -> None:
+    """Chapter 8: for three encodings and lengths, the curve is positions_per_position.csv's loss at each position,
+    mean over the seeds (shown to 2 decimals), with the optimum and current-token rows of the same length, and
+    the summary is each seed's loss of positions_extrapolation.csv (all positions at L, beyond L otherwise).
+    Catches, e.g., a widget that shows 8L's curve whatever the length, or one seed instead of the mean."""
+    import numpy as np
+
+    widget = Widget(browser(), server, "ja", "08-positions-measured", "ch08-per-position")
+    rows, summary = stored_rows("positions_per_position.csv"), stored_rows("positions_extrapolation.csv")
+
+    def curve(encoding: str, length: int) -> np.ndarray:
+        chosen = [r for r in rows if r["encoding"] == encoding and r["eval_length"] == str(length)]
+        table = {}
+        for r in chosen:
+            table.setdefault(r["seed"], [0.0] * length)[int(r["position"])] = float(r["loss"])
+        return np.mean(list(table.values()), axis=0)
+
+    for encoding, length in (("alibi", 256), ("sinusoidal", 64), ("t5", 32)):
+        widget.set("encoding", encoding)
+        widget.set("length", length)
+        assert (raw(widget, "data-encoding"), widget.attribute("data-length")) == (encoding, length)
+        for name in (encoding, "optimum", "current_token"):
+            np.testing.assert_allclose(widget.values("loss", name), curve(name, length), rtol=0, atol=0.005 + 1e-9)
+        field = "loss_all" if length == 32 else "loss_beyond_L"
+        np.testing.assert_allclose(widget.attribute("data-summary"),
+                                   [float(r[field]) for r in summary
+                                    if r["encoding"] == encoding and r["eval_length"] == str(length)], rtol=0, atol=5e-4)
+
+
+def test_widget_cost_agrees_with_the_stored_benchmark(site: Built, server: str, browser) -> None:
+    """Chapter 6: at four lengths and both passes, each method's row shows attention_cost.csv's median time (ms, 3
+    significant digits) where it was measured, its temporary memory (MiB) and its status (skipped over the time or
+    the memory limit: where it runs out); the plots carry the same numbers. The memory is XLA's analysis, stored:
+    attnbook has no formula for it (attnbook.cost.temporary_bytes measures it). Catches, e.g., a widget that shows
+    the fastest run instead of the median, or a time where the benchmark skipped the run."""
+    import numpy as np
+
+    widget = Widget(browser(), server, "en", "06-cost-of-attention", "ch06-cost")
+    rows = stored_rows("attention_cost.csv")
+    methods = ["attention", "jax.nn", "chunked", "aft-full", "aft-local", "aft-simple", "aft-conv"]
+    for t, mode in ((128, "forward"), (16384, "forward"), (32768, "forward+backward"), (131072, "forward")):
+        widget.set("T", t)
+        widget.set("mode", mode)
+        assert (widget.attribute("data-t"), raw(widget, "data-mode")) == (t, mode)
+        shown = widget.driver.execute_script(
+            "return Array.from(document.querySelectorAll(arguments[0] + ' tr[data-method]')).map(function (r) {"
+            "return [r.dataset.method, r.dataset.status, JSON.parse(r.dataset.ms), +r.dataset.mib]; });", widget.root)
+        assert [s[0] for s in shown] == methods
+        for method, status, ms, mib in shown:
+            row = next(r for r in rows if r["method"] == method and r["mode"] == mode and r["T"] == str(t))
+            assert status == row["status"].removeprefix("skipped: ")
+            if status == "measured":
+                np.testing.assert_allclose(ms, float(row["seconds"]) * 1e3, rtol=5e-3)
+            else:
+                assert ms is None
+            np.testing.assert_allclose(mib, float(row["temp_bytes"]) / 2**20, rtol=5e-3)
+    for method in methods:  # the plots of the last pass: measured times and planned memory, log10
+        chosen = sorted((r for r in rows if r["method"] == method and r["mode"] == "forward"), key=lambda r: int(r["T"]))
+        np.testing.assert_allclose(widget.values("memory", method),
+                                   np.log10([float(r["temp_bytes"]) / 2**20 for r in chosen]), rtol=0, atol=3e-3)
+        np.testing.assert_allclose(widget.values("time", method),
+                                   np.log10([float(r["seconds"]) * 1e3 for r in chosen if r["status"] == "measured"]),
+                                   rtol=0, atol=3e-3)
+    assert "jax.nn" in widget.element(".aw-note").text and "AFT-simple" not in widget.element(".aw-note").text
+
+
+def test_widget_rope_scaling_agrees_with_the_stored_runs(site: Built, server: str, browser) -> None:
+    """Chapter 9: for three methods and lengths, the curve is rope_scaling_per_position.csv's loss at each position,
+    mean over the seeds (2 decimals), with plain RoPE's, and each seed's excess beyond L is rope_scaling.csv's.
+    Catches, e.g., a widget that shows another length's curve for a stretched method (whose curve depends on
+    s = T / L) or plain RoPE's numbers for every method."""
+    import numpy as np
+
+    widget = Widget(browser(), server, "en", "09-longer-contexts", "ch09-scaling")
+    rows, summary = stored_rows("rope_scaling_per_position.csv"), stored_rows("rope_scaling.csv")
+
+    def curve(method: str, length: int) -> np.ndarray:
+        table = {}
+        for r in rows:
+            if r["method"] == method and r["eval_length"] == str(length):
+                table.setdefault(r["seed"], [0.0] * length)[int(r["position"])] = float(r["loss"])
+        return np.mean(list(table.values()), axis=0)
+
+    for method, length in (("ntk", 256), ("pi", 64), ("yarn", 128)):
+        widget.set("method", method)
+        widget.set("length", length)
+        assert (raw(widget, "data-method"), widget.attribute("data-length")) == (method, length)
+        for name in (method, "rope", "optimum"):
+            np.testing.assert_allclose(widget.values("loss", name), curve(name, length), rtol=0, atol=0.005 + 1e-9)
+        np.testing.assert_allclose(widget.attribute("data-excess"),
+                                   [float(r["excess_beyond_L"]) for r in summary
+                                    if r["method"] == method and r["eval_length"] == str(length)], rtol=0, atol=5e-4)

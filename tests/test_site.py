@@ -982,3 +982,25 @@ def test_widget_rope_scaling_agrees_with_the_stored_runs(site: Built, server: st
         np.testing.assert_allclose(widget.attribute("data-excess"),
                                    [float(r["excess_beyond_L"]) for r in summary
                                     if r["method"] == method and r["eval_length"] == str(length)], rtol=0, atol=5e-4)
+
+
+def test_widget_heads_agree_with_the_stored_layer(site: Built, server: str, browser) -> None:
+    """Chapter 4: for every query token, each head's weights are those of the layer stored in bench/results/widgets/
+    (equinox.tree_deserialise_leaves into chapter 4's mha(key_bias_positions=5)) on input 0 of the chapter's inputs
+    (default_rng(2023)), recomputed here with attnbook; the arrow key moves the token. Catches, e.g., a widget
+    that shows the weights to a token (a column) instead of from it (a row), or numbers tokens from 0."""
+    import numpy as np
+    from selenium.webdriver.common.keys import Keys
+
+    from tools import export_widget_data as export
+
+    widget = Widget(browser(), server, "en", "04-multi-head-attention", "ch04-heads")
+    x = export.chapter4_inputs()[0]
+    _, weights = export.chapter4_layer()(x, x, x)  # (heads, query, key)
+    assert widget.attribute("data-query") == 1
+    widget.element('[data-control="query"]').send_keys(Keys.ARROW_RIGHT)  # keyboard: token 2
+    assert widget.attribute("data-query") == 2
+    for token in (1, 3, 5):
+        widget.set("query", token)
+        np.testing.assert_allclose(widget.values("weights"), np.asarray(weights)[:, token - 1, :], rtol=0, atol=5e-4 + 1e-7)
+    assert "4, 5, 6, 7" in widget.element(".aw-note").text  # the chapter's caption: heads 4 to 7 read token 2

@@ -1004,3 +1004,93 @@ def test_widget_heads_agree_with_the_stored_layer(site: Built, server: str, brow
         widget.set("query", token)
         np.testing.assert_allclose(widget.values("weights"), np.asarray(weights)[:, token - 1, :], rtol=0, atol=5e-4 + 1e-7)
     assert "4, 5, 6, 7" in widget.element(".aw-note").text  # the chapter's caption: heads 4 to 7 read token 2
+
+
+def test_widget_decoding_agrees_with_the_library(site: Built, server: str, browser) -> None:
+    """Chapter 7: for two strings and three steps, the decoded tokens are those of transformer.greedy_decode_cached
+    on the model stored in bench/results/widgets/ (tools/export_widget_data.py checks that greedy_decode agrees),
+    and the counts are what the two functions
+    compute: the keys projected by each self- and cross-attention layer and the scores of each self-attention
+    layer, recorded while jax traces them (lax.scan's step is one traced function, run n times). The
+    cached step's cross.project(h, h, h)[0] keeps only the query, so only projections of the source's S rows
+    count for cross-attention. Catches, e.g., a widget that counts the prefix (t rows) instead of the fixed
+    buffer without the cache, or recomputes the source's keys at every cached step."""
+    import jax
+    import numpy as np
+
+    from attnbook import mha, transformer
+    from tools import export_widget_data as export
+
+    model = export.chapter7_model()
+    n, blocks = 8, len(model.decoder.blocks)
+
+    def record(decode, source):
+        """What one step of the decoding loop computes, summed over the blocks: self-attention
+        keys, source keys projected and self-attention scores, from one trace of the function (jax.eval_shape
+        after jax.clear_caches, so that its jitted code is traced again; lax.scan traces its step once and runs
+        that same step n times); and the source keys projected before the loop (projections with no attend)."""
+        calls = []
+        project, attend, scan = mha.MultiHeadAttention.project, mha.MultiHeadAttention.attend, jax.lax.scan
+
+        def counting_project(self, q, k, v):
+            calls.append(("project", k.shape[0]))
+            return project(self, q, k, v)
+
+        def counting_attend(self, q, k, v, *args, **kwargs):
+            calls.append(("attend", q.shape[0] * k.shape[0]))
+            return attend(self, q, k, v, *args, **kwargs)
+
+        def marked_scan(*args, **kwargs):
+            calls.append(("scan", 0))
+            return scan(*args, **kwargs)
+
+        mha.MultiHeadAttention.project, mha.MultiHeadAttention.attend = counting_project, counting_attend
+        jax.lax.scan = marked_scan
+        try:
+            jax.clear_caches()
+            jax.eval_shape(lambda: decode(model, source, n, transformer.START))
+        finally:
+            mha.MultiHeadAttention.project, mha.MultiHeadAttention.attend = project, attend
+            jax.lax.scan = scan
+        start = calls.index(("scan", 0))
+        before, body = calls[:start], calls[start + 1:]
+        pairs = [(body[i][1], body[i + 1][1]) for i in range(0, len(body), 2)]
+        assert all(body[i][0] == "project" and body[i + 1][0] == "attend" for i in range(0, len(body), 2))
+        assert len(pairs) % (2 * blocks) == 0  # every block: self-attention, then cross-attention
+        step = pairs[:2 * blocks]  # one trace of the step
+        lone = [size for i, (kind, size) in enumerate(before)  # a projection with no attend: the source's, once
+                if kind == "project" and (i + 1 == len(before) or before[i + 1][0] != "attend")]
+        return {
+            "self_kv": sum(keys for keys, _ in step[0::2]),
+            "cross_kv": sum(keys for keys, _ in step[1::2] if keys == n),  # the source's S = 8 rows, not (h, h, h)
+            "scores": sum(scores for _, scores in step[0::2])}, sum(lone)
+
+    widget = Widget(browser(), server, "en", "07-transformer", "ch07-decoding")
+    for string in (0, 3):
+        widget.set("string", string)
+        source = np.asarray(widget.attribute("data-source"), dtype=np.int32)
+        # Compiling a decoder costs seconds: the tokens come from the cached one here; the export tool checks that
+        # transformer.greedy_decode gives the same tokens for every string it exports.
+        tokens = [int(v) for v in transformer.greedy_decode_cached(model, source, n, transformer.START)[0]]
+        for step in (1, 8):
+            widget.set("step", step)
+            assert widget.attribute("data-decoded") == tokens[:step]
+    # The counts do not depend on the string: traced once, after the decoder ran (jax.clear_caches).
+    (plain, plain_before), (cached, cached_before) = (record(transformer.greedy_decode, source),
+                                                      record(transformer.greedy_decode_cached, source))
+    for step in (1, 4, 8):
+        widget.set("step", step)
+        assert widget.attribute("data-step") == step
+        counts = widget.attribute("data-counts")
+        for name, steps, before in (("plain", plain, plain_before), ("cached", cached, cached_before)):
+            shown = counts[name]
+            assert shown["self_kv"] * blocks == steps["self_kv"]
+            assert shown["self_kv_total"] * blocks == step * steps["self_kv"]
+            assert shown["cross_kv_total"] * blocks == before + step * steps["cross_kv"]
+            assert shown["scores"] * blocks == steps["scores"]
+            assert shown["scores_total"] * blocks == step * steps["scores"]
+        states = widget.driver.execute_script(
+            "return Array.from(document.querySelectorAll(arguments[0] + ' .aw-row')).map(function (r) {"
+            "return Array.from(r.children).map(function (c) { return c.dataset.state; }); });", widget.root)
+        assert states[0].count("padding") == n - step and states[1].count("computed") == 1
+        assert states[1].count("cached") == step - 1

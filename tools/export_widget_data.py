@@ -145,6 +145,76 @@ def chapter4() -> dict:
 
 
 # ------------------------------------------------------------------------------------------------
+# Chapter 7: greedy decoding with and without the cache
+
+CH07_WEIGHTS = RESULTS / "widgets" / "ch07_reversal.eqx"
+"""Chapter 7's encoder-decoder trained to reverse 8 digits (equinox.tree_serialise_leaves), written by
+:func:`train_chapter7` when it is missing (``--train`` rewrites it)."""
+CH07_SOURCES = 4  # the first held-out strings the widget offers
+
+
+def chapter7_skeleton():
+    """Chapter 7's model: 2 encoder and 2 decoder blocks of width 32, 4 heads, pre-LN, seed 0."""
+    import jax
+
+    from attnbook import transformer
+    return transformer.EncoderDecoder(transformer.DIGITS + 1, d_model=32, depth=2, heads=4, key=jax.random.key(0))
+
+
+def chapter7_data():
+    """Chapter 7's training set (20000 strings of 8 digits) and held-out set (1000 strings never trained on)."""
+    import numpy as np
+
+    from attnbook import transformer
+    rng = np.random.default_rng(0)
+    train_set = transformer.reversal_data(20000, 8, rng)
+    return train_set, transformer.reversal_data(1000, 8, rng, exclude=train_set[0])
+
+
+def train_chapter7() -> None:
+    """Train the model exactly as chapter 7's notebook does (Adam at 0.003, 600 steps of 64, key 1000 + seed 0)."""
+    import equinox as eqx
+    import jax
+    import optax
+
+    from attnbook import train, transformer
+    train_set, _ = chapter7_data()
+    model, _ = train.fit(chapter7_skeleton(), transformer.sequence_loss, train_set, optimizer=optax.adam(3e-3),
+                         steps=600, batch_size=64, key=jax.random.key(1000))
+    CH07_WEIGHTS.parent.mkdir(parents=True, exist_ok=True)
+    eqx.tree_serialise_leaves(CH07_WEIGHTS, model)
+
+
+def chapter7_model():
+    import equinox as eqx
+    if not CH07_WEIGHTS.exists():
+        train_chapter7()
+    return eqx.tree_deserialise_leaves(CH07_WEIGHTS, chapter7_skeleton())
+
+
+def chapter7() -> dict:
+    """The first held-out strings and what the stored model decodes from them, greedily with the cache
+    (transformer.greedy_decode_cached; the tool checks that greedy_decode without it gives the same tokens),
+    and the sizes the widget counts with."""
+    import numpy as np
+
+    from attnbook import transformer
+    model = chapter7_model()
+    _, (sources, _, targets) = chapter7_data()
+    sources, targets = sources[:CH07_SOURCES], targets[:CH07_SOURCES]
+    decoded = []
+    for source in sources:
+        tokens, _ = transformer.greedy_decode_cached(model, source, sources.shape[1], transformer.START)
+        plain, _ = transformer.greedy_decode(model, source, sources.shape[1], transformer.START)
+        assert np.array_equal(tokens, plain), "cached and uncached decoding disagree"
+        decoded.append([int(v) for v in tokens])
+    return {"sources": [str(CH07_WEIGHTS.relative_to(ROOT))], "start": transformer.START,
+            "strings": [[int(v) for v in row] for row in sources], "targets": [[int(v) for v in row] for row in targets],
+            "decoded": decoded, "blocks": len(model.decoder.blocks),
+            "heads": int(model.decoder.blocks[0].mixer.attention.w_q.shape[1])}
+
+
+# ------------------------------------------------------------------------------------------------
 # Chapter 6: time and memory against T
 
 
@@ -244,7 +314,7 @@ def chapter9() -> dict:
             "excess": {m: {str(t): excess(m, t) for t in lengths} for m in [*methods, "current_token"]}}
 
 
-CHAPTERS: dict[str, Callable[[], dict]] = {"ch04": chapter4, "ch06": chapter6, "ch08": chapter8, "ch09": chapter9, "ch10": chapter10}
+CHAPTERS: dict[str, Callable[[], dict]] = {"ch04": chapter4, "ch06": chapter6, "ch07": chapter7, "ch08": chapter8, "ch09": chapter9, "ch10": chapter10}
 
 
 def render(chapter: str) -> str:
@@ -265,11 +335,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="compare the stored files, write nothing")
     parser.add_argument("--train", action="store_true",
-                        help="retrain and store the models the widgets show (chapter 4's layer) before exporting")
+                        help="retrain and store the models the widgets show (chapters 4 and 7) before exporting")
     parser.add_argument("chapters", nargs="*", default=list(CHAPTERS), help="chNN names (default: all)")
     args = parser.parse_args(argv)
     if args.train:
         train_chapter4()
+        train_chapter7()
     stale = []
     for chapter in args.chapters:
         text = render(chapter)

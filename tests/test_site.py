@@ -859,6 +859,7 @@ def test_widget_kv_cache_agrees_with_the_library_and_the_stored_runs(site: Built
     (kv_heads_recall.csv: accuracy; kv_heads_quality.csv: excess after 300 steps from scratch). Catches,
     e.g., a widget that counts the query heads H instead of G, forgets the values' half, or shows another
     G's row."""
+    import equinox as eqx
     import jax
     import numpy as np
 
@@ -873,6 +874,13 @@ def test_widget_kv_cache_agrees_with_the_library_and_the_stored_runs(site: Built
                        for g in (8, 4, 2, 1)}),
         "markov": (4, {g: [float(r["excess"]) for r in quality if r["method"] == "from_scratch"
                            and r["kv_heads"] == str(g) and r["steps"] == "300"] for g in (4, 2, 1)})}
+    @functools.cache
+    def per_token(heads: int, g: int) -> int:
+        """kv.cache_bytes_per_token of the task's layer (d_model 32) with G key/value heads; the layer is built
+        abstractly (equinox.filter_eval_shape: its sizes, no weights drawn)."""
+        layer = eqx.filter_eval_shape(MultiHeadAttention, 32, heads, 32 // heads, kv_heads=g, key=jax.random.key(0))
+        return kv.cache_bytes_per_token(layer)
+
     for task, t, layers in (("recall", 4096, 2), ("markov", 131072, 80), ("recall", 256, 1)):
         heads, results = expected[task]
         widget.set("task", task)
@@ -881,13 +889,11 @@ def test_widget_kv_cache_agrees_with_the_library_and_the_stored_runs(site: Built
         for g in results:
             widget.set("g", g)
             assert (raw(widget, "data-task"), widget.attribute("data-g")) == (task, g)
-            layer = MultiHeadAttention(32, heads, 32 // heads, kv_heads=g, key=jax.random.key(0))
-            assert widget.attribute("data-bytes") == kv.cache_bytes_per_token(layer) * t * layers
+            assert widget.attribute("data-bytes") == per_token(heads, g) * t * layers
             np.testing.assert_allclose(widget.attribute("data-quality"), results[g], rtol=0, atol=5e-4)
         np.testing.assert_allclose(widget.values("cache", "cache"),
-                                   [kv.cache_bytes_per_token(MultiHeadAttention(32, heads, 32 // heads, kv_heads=g,
-                                                                                key=jax.random.key(0))) * t * layers / 1024
-                                    for g in sorted(results)], rtol=1e-7)
+                                   [per_token(heads, g) * t * layers / 1024 for g in sorted(results)], rtol=1e-7)
+    assert per_token(8, 8) == 2 * 8 * 4 * 4  # MHA: a key and a value of 4 numbers per head, float32
 
 
 def test_widget_per_position_loss_agrees_with_the_stored_runs(site: Built, server: str, browser) -> None:
@@ -1026,9 +1032,10 @@ def test_widget_decoding_agrees_with_the_library(site: Built, server: str, brows
 
     def record(decode, source):
         """What one step of the decoding loop computes, summed over the blocks: self-attention
-        keys, source keys projected and self-attention scores, from one trace of the function (jax.eval_shape
-        after jax.clear_caches, so that its jitted code is traced again; lax.scan traces its step once and runs
-        that same step n times); and the source keys projected before the loop (projections with no attend)."""
+        keys, source keys projected and self-attention scores, from one trace of the function that `decode` runs
+        under jit (its __wrapped__ Python function, traced by jax.eval_shape: no compilation, and no cached trace
+        skips the Python code; lax.scan traces its step once and runs that same step n times); and the source keys
+        projected before the loop (projections with no attend)."""
         calls = []
         project, attend, scan = mha.MultiHeadAttention.project, mha.MultiHeadAttention.attend, jax.lax.scan
 
@@ -1047,8 +1054,7 @@ def test_widget_decoding_agrees_with_the_library(site: Built, server: str, brows
         mha.MultiHeadAttention.project, mha.MultiHeadAttention.attend = counting_project, counting_attend
         jax.lax.scan = marked_scan
         try:
-            jax.clear_caches()
-            jax.eval_shape(lambda: decode(model, source, n, transformer.START))
+            jax.eval_shape(lambda: decode.__wrapped__(model, source, n, transformer.START))
         finally:
             mha.MultiHeadAttention.project, mha.MultiHeadAttention.attend = project, attend
             jax.lax.scan = scan
@@ -1075,9 +1081,10 @@ def test_widget_decoding_agrees_with_the_library(site: Built, server: str, brows
         for step in (1, 8):
             widget.set("step", step)
             assert widget.attribute("data-decoded") == tokens[:step]
-    # The counts do not depend on the string: traced once, after the decoder ran (jax.clear_caches).
-    (plain, plain_before), (cached, cached_before) = (record(transformer.greedy_decode, source),
-                                                      record(transformer.greedy_decode_cached, source))
+    # The counts do not depend on the string. greedy_decode and greedy_decode_cached check their arguments and
+    # run these two jitted functions.
+    (plain, plain_before), (cached, cached_before) = (record(transformer._greedy, source),
+                                                      record(transformer._greedy_cached, source))
     for step in (1, 4, 8):
         widget.set("step", step)
         assert widget.attribute("data-step") == step

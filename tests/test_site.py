@@ -859,3 +859,276 @@ def test_widget_aft_local_agrees_with_the_library(site: Built, server: str, brow
         np.testing.assert_allclose(widget.values("weights"), 2 * np.asarray(out), rtol=0, atol=WIDGET_ATOL)
         offsets = np.abs(np.arange(length)[:, None] - np.arange(length)[None, :])
         np.testing.assert_array_equal(widget.attribute("data-window", "weights"), offsets < window)
+
+
+# ---------------------------------------------------------------------------------------------
+# Interactive figures of stored results and trained models (chapters 4 and 6-10)
+#
+# These widgets show benchmarks and trained models: their data (site/widgets/chNN-data.js) is exported by
+# tools/export_widget_data.py from bench/results/ (tests/test_export_widget_data.py checks that each file is
+# what the tool writes now). Each test below drives one widget as the tests above do, and compares what it
+# shows with the stored CSV files, read here on their own, and with attnbook's functions on the same inputs.
+
+STORED = ROOT / "bench" / "results"
+
+
+def stored_rows(name: str) -> list[dict[str, str]]:
+    import csv
+    with open(STORED / name, encoding="utf-8", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def raw(widget: Widget, name: str) -> str:
+    """A root attribute's text (the control's value as the widget names it), not JSON."""
+    return widget.driver.execute_script("return document.querySelector(arguments[0]).getAttribute(arguments[1]);",
+                                        widget.root, name)
+
+
+def test_widget_kv_cache_agrees_with_the_library_and_the_stored_runs(site: Built, server: str, browser) -> None:
+    """Chapter 10: for each task and G, the cache shown is attnbook.kv.cache_bytes_per_token of the task's layer
+    with kv_heads = G, times T tokens and l layers, and the quality shown is each seed's stored result
+    (kv_heads_recall.csv: accuracy; kv_heads_quality.csv: excess after 300 steps from scratch). Catches,
+    e.g., a widget that counts the query heads H instead of G, forgets the values' half, or shows another
+    G's row."""
+    import equinox as eqx
+    import jax
+    import numpy as np
+
+    from attnbook import kv
+    from attnbook.mha import MultiHeadAttention
+
+    widget = Widget(browser(), server, "en", "10-smaller-caches", "ch10-kv-heads")
+    recall = stored_rows("kv_heads_recall.csv")
+    quality = stored_rows("kv_heads_quality.csv")
+    expected = {
+        "recall": (8, {g: [float(r["accuracy"]) for r in recall if r["method"] == "trained" and r["kv_heads"] == str(g)]
+                       for g in (8, 4, 2, 1)}),
+        "markov": (4, {g: [float(r["excess"]) for r in quality if r["method"] == "from_scratch"
+                           and r["kv_heads"] == str(g) and r["steps"] == "300"] for g in (4, 2, 1)})}
+    @functools.cache
+    def per_token(heads: int, g: int) -> int:
+        """kv.cache_bytes_per_token of the task's layer (d_model 32) with G key/value heads; the layer is built
+        abstractly (equinox.filter_eval_shape: its sizes, no weights drawn)."""
+        layer = eqx.filter_eval_shape(MultiHeadAttention, 32, heads, 32 // heads, kv_heads=g, key=jax.random.key(0))
+        return kv.cache_bytes_per_token(layer)
+
+    for task, t, layers in (("recall", 4096, 2), ("markov", 131072, 80), ("recall", 256, 1)):
+        heads, results = expected[task]
+        widget.set("task", task)
+        widget.set("T", t)
+        widget.set("layers", layers)
+        for g in results:
+            widget.set("g", g)
+            assert (raw(widget, "data-task"), widget.attribute("data-g")) == (task, g)
+            assert widget.attribute("data-bytes") == per_token(heads, g) * t * layers
+            np.testing.assert_allclose(widget.attribute("data-quality"), results[g], rtol=0, atol=5e-4)
+        np.testing.assert_allclose(widget.values("cache", "cache"),
+                                   [per_token(heads, g) * t * layers / 1024 for g in sorted(results)], rtol=1e-7)
+    assert per_token(8, 8) == 2 * 8 * 4 * 4  # MHA: a key and a value of 4 numbers per head, float32
+
+
+def test_widget_per_position_loss_agrees_with_the_stored_runs(site: Built, server: str, browser) -> None:
+    """Chapter 8: for three encodings and lengths, the curve is positions_per_position.csv's loss at each position,
+    mean over the seeds (shown to 2 decimals), with the optimum and current-token rows of the same length, and
+    the summary is each seed's loss of positions_extrapolation.csv (all positions at L, beyond L otherwise).
+    Catches, e.g., a widget that shows 8L's curve whatever the length, or one seed instead of the mean."""
+    import numpy as np
+
+    widget = Widget(browser(), server, "ja", "08-positions-measured", "ch08-per-position")
+    rows, summary = stored_rows("positions_per_position.csv"), stored_rows("positions_extrapolation.csv")
+
+    def curve(encoding: str, length: int) -> np.ndarray:
+        chosen = [r for r in rows if r["encoding"] == encoding and r["eval_length"] == str(length)]
+        table = {}
+        for r in chosen:
+            table.setdefault(r["seed"], [0.0] * length)[int(r["position"])] = float(r["loss"])
+        return np.mean(list(table.values()), axis=0)
+
+    for encoding, length in (("alibi", 256), ("sinusoidal", 64), ("t5", 32)):
+        widget.set("encoding", encoding)
+        widget.set("length", length)
+        assert (raw(widget, "data-encoding"), widget.attribute("data-length")) == (encoding, length)
+        for name in (encoding, "optimum", "current_token"):
+            np.testing.assert_allclose(widget.values("loss", name), curve(name, length), rtol=0, atol=0.005 + 1e-9)
+        field = "loss_all" if length == 32 else "loss_beyond_L"
+        np.testing.assert_allclose(widget.attribute("data-summary"),
+                                   [float(r[field]) for r in summary
+                                    if r["encoding"] == encoding and r["eval_length"] == str(length)], rtol=0, atol=5e-4)
+
+
+def test_widget_cost_agrees_with_the_stored_benchmark(site: Built, server: str, browser) -> None:
+    """Chapter 6: at four lengths and both passes, each method's row shows attention_cost.csv's median time (ms, 3
+    significant digits) where it was measured, its temporary memory (MiB) and its status (skipped over the time or
+    the memory limit: where it runs out); the plots carry the same numbers. The memory is XLA's analysis, stored:
+    attnbook has no formula for it (attnbook.cost.temporary_bytes measures it). Catches, e.g., a widget that shows
+    the fastest run instead of the median, or a time where the benchmark skipped the run."""
+    import numpy as np
+
+    widget = Widget(browser(), server, "en", "06-cost-of-attention", "ch06-cost")
+    rows = stored_rows("attention_cost.csv")
+    methods = ["attention", "jax.nn", "chunked", "aft-full", "aft-local", "aft-simple", "aft-conv"]
+    for t, mode in ((128, "forward"), (16384, "forward"), (32768, "forward+backward"), (131072, "forward")):
+        widget.set("T", t)
+        widget.set("mode", mode)
+        assert (widget.attribute("data-t"), raw(widget, "data-mode")) == (t, mode)
+        shown = widget.driver.execute_script(
+            "return Array.from(document.querySelectorAll(arguments[0] + ' tr[data-method]')).map(function (r) {"
+            "return [r.dataset.method, r.dataset.status, JSON.parse(r.dataset.ms), +r.dataset.mib]; });", widget.root)
+        assert [s[0] for s in shown] == methods
+        for method, status, ms, mib in shown:
+            row = next(r for r in rows if r["method"] == method and r["mode"] == mode and r["T"] == str(t))
+            assert status == row["status"].removeprefix("skipped: ")
+            if status == "measured":
+                np.testing.assert_allclose(ms, float(row["seconds"]) * 1e3, rtol=5e-3)
+            else:
+                assert ms is None
+            np.testing.assert_allclose(mib, float(row["temp_bytes"]) / 2**20, rtol=5e-3)
+    for method in methods:  # the plots of the last pass: measured times and planned memory, log10
+        chosen = sorted((r for r in rows if r["method"] == method and r["mode"] == "forward"), key=lambda r: int(r["T"]))
+        np.testing.assert_allclose(widget.values("memory", method),
+                                   np.log10([float(r["temp_bytes"]) / 2**20 for r in chosen]), rtol=0, atol=3e-3)
+        np.testing.assert_allclose(widget.values("time", method),
+                                   np.log10([float(r["seconds"]) * 1e3 for r in chosen if r["status"] == "measured"]),
+                                   rtol=0, atol=3e-3)
+    assert "jax.nn" in widget.element(".aw-note").text and "AFT-simple" not in widget.element(".aw-note").text
+
+
+def test_widget_rope_scaling_agrees_with_the_stored_runs(site: Built, server: str, browser) -> None:
+    """Chapter 9: for three methods and lengths, the curve is rope_scaling_per_position.csv's loss at each position,
+    mean over the seeds (2 decimals), with plain RoPE's, and each seed's excess beyond L is rope_scaling.csv's.
+    Catches, e.g., a widget that shows another length's curve for a stretched method (whose curve depends on
+    s = T / L) or plain RoPE's numbers for every method."""
+    import numpy as np
+
+    widget = Widget(browser(), server, "en", "09-longer-contexts", "ch09-scaling")
+    rows, summary = stored_rows("rope_scaling_per_position.csv"), stored_rows("rope_scaling.csv")
+
+    def curve(method: str, length: int) -> np.ndarray:
+        table = {}
+        for r in rows:
+            if r["method"] == method and r["eval_length"] == str(length):
+                table.setdefault(r["seed"], [0.0] * length)[int(r["position"])] = float(r["loss"])
+        return np.mean(list(table.values()), axis=0)
+
+    for method, length in (("ntk", 256), ("pi", 64), ("yarn", 128)):
+        widget.set("method", method)
+        widget.set("length", length)
+        assert (raw(widget, "data-method"), widget.attribute("data-length")) == (method, length)
+        for name in (method, "rope", "optimum"):
+            np.testing.assert_allclose(widget.values("loss", name), curve(name, length), rtol=0, atol=0.005 + 1e-9)
+        np.testing.assert_allclose(widget.attribute("data-excess"),
+                                   [float(r["excess_beyond_L"]) for r in summary
+                                    if r["method"] == method and r["eval_length"] == str(length)], rtol=0, atol=5e-4)
+
+
+def test_widget_heads_agree_with_the_stored_layer(site: Built, server: str, browser) -> None:
+    """Chapter 4: for every query token, each head's weights are those of the layer stored in bench/results/widgets/
+    (equinox.tree_deserialise_leaves into chapter 4's mha(key_bias_positions=5)) on input 0 of the chapter's inputs
+    (default_rng(2023)), recomputed here with attnbook; the arrow key moves the token. Catches, e.g., a widget
+    that shows the weights to a token (a column) instead of from it (a row), or numbers tokens from 0."""
+    import numpy as np
+    from selenium.webdriver.common.keys import Keys
+
+    from tools import export_widget_data as export
+
+    widget = Widget(browser(), server, "en", "04-multi-head-attention", "ch04-heads")
+    x = export.chapter4_inputs()[0]
+    _, weights = export.chapter4_layer()(x, x, x)  # (heads, query, key)
+    assert widget.attribute("data-query") == 1
+    widget.element('[data-control="query"]').send_keys(Keys.ARROW_RIGHT)  # keyboard: token 2
+    assert widget.attribute("data-query") == 2
+    for token in (1, 3, 5):
+        widget.set("query", token)
+        np.testing.assert_allclose(widget.values("weights"), np.asarray(weights)[:, token - 1, :], rtol=0, atol=5e-4 + 1e-7)
+    assert "4, 5, 6, 7" in widget.element(".aw-note").text  # the chapter's caption: heads 4 to 7 read token 2
+
+
+def test_widget_decoding_agrees_with_the_library(site: Built, server: str, browser) -> None:
+    """Chapter 7: for two strings and three steps, the decoded tokens are those of transformer.greedy_decode_cached
+    on the model stored in bench/results/widgets/ (tools/export_widget_data.py checks that greedy_decode agrees),
+    and the counts are what the two functions
+    compute: the keys projected by each self- and cross-attention layer and the scores of each self-attention
+    layer, recorded while jax traces them (lax.scan's step is one traced function, run n times). The
+    cached step's cross.project(h, h, h)[0] keeps only the query, so only projections of the source's S rows
+    count for cross-attention. Catches, e.g., a widget that counts the prefix (t rows) instead of the fixed
+    buffer without the cache, or recomputes the source's keys at every cached step."""
+    import jax
+    import numpy as np
+
+    from attnbook import mha, transformer
+    from tools import export_widget_data as export
+
+    model = export.chapter7_model()
+    n, blocks = 8, len(model.decoder.blocks)
+
+    def record(decode, source):
+        """What one step of the decoding loop computes, summed over the blocks: self-attention
+        keys, source keys projected and self-attention scores, from one trace of the function that `decode` runs
+        under jit (its __wrapped__ Python function, traced by jax.eval_shape: no compilation, and no cached trace
+        skips the Python code; lax.scan traces its step once and runs that same step n times); and the source keys
+        projected before the loop (projections with no attend)."""
+        calls = []
+        project, attend, scan = mha.MultiHeadAttention.project, mha.MultiHeadAttention.attend, jax.lax.scan
+
+        def counting_project(self, q, k, v):
+            calls.append(("project", k.shape[0]))
+            return project(self, q, k, v)
+
+        def counting_attend(self, q, k, v, *args, **kwargs):
+            calls.append(("attend", q.shape[0] * k.shape[0]))
+            return attend(self, q, k, v, *args, **kwargs)
+
+        def marked_scan(*args, **kwargs):
+            calls.append(("scan", 0))
+            return scan(*args, **kwargs)
+
+        mha.MultiHeadAttention.project, mha.MultiHeadAttention.attend = counting_project, counting_attend
+        jax.lax.scan = marked_scan
+        try:
+            jax.eval_shape(lambda: decode.__wrapped__(model, source, n, transformer.START))
+        finally:
+            mha.MultiHeadAttention.project, mha.MultiHeadAttention.attend = project, attend
+            jax.lax.scan = scan
+        start = calls.index(("scan", 0))
+        before, body = calls[:start], calls[start + 1:]
+        pairs = [(body[i][1], body[i + 1][1]) for i in range(0, len(body), 2)]
+        assert all(body[i][0] == "project" and body[i + 1][0] == "attend" for i in range(0, len(body), 2))
+        assert len(pairs) % (2 * blocks) == 0  # every block: self-attention, then cross-attention
+        step = pairs[:2 * blocks]  # one trace of the step
+        lone = [size for i, (kind, size) in enumerate(before)  # a projection with no attend: the source's, once
+                if kind == "project" and (i + 1 == len(before) or before[i + 1][0] != "attend")]
+        return {
+            "self_kv": sum(keys for keys, _ in step[0::2]),
+            "cross_kv": sum(keys for keys, _ in step[1::2] if keys == n),  # the source's S = 8 rows, not (h, h, h)
+            "scores": sum(scores for _, scores in step[0::2])}, sum(lone)
+
+    widget = Widget(browser(), server, "en", "07-transformer", "ch07-decoding")
+    for string in (0, 3):
+        widget.set("string", string)
+        source = np.asarray(widget.attribute("data-source"), dtype=np.int32)
+        # Compiling a decoder costs seconds: the tokens come from the cached one here; the export tool checks that
+        # transformer.greedy_decode gives the same tokens for every string it exports.
+        tokens = [int(v) for v in transformer.greedy_decode_cached(model, source, n, transformer.START)[0]]
+        for step in (1, 8):
+            widget.set("step", step)
+            assert widget.attribute("data-decoded") == tokens[:step]
+    # The counts do not depend on the string. greedy_decode and greedy_decode_cached check their arguments and
+    # run these two jitted functions.
+    (plain, plain_before), (cached, cached_before) = (record(transformer._greedy, source),
+                                                      record(transformer._greedy_cached, source))
+    for step in (1, 4, 8):
+        widget.set("step", step)
+        assert widget.attribute("data-step") == step
+        counts = widget.attribute("data-counts")
+        for name, steps, before in (("plain", plain, plain_before), ("cached", cached, cached_before)):
+            shown = counts[name]
+            assert shown["self_kv"] * blocks == steps["self_kv"]
+            assert shown["self_kv_total"] * blocks == step * steps["self_kv"]
+            assert shown["cross_kv_total"] * blocks == before + step * steps["cross_kv"]
+            assert shown["scores"] * blocks == steps["scores"]
+            assert shown["scores_total"] * blocks == step * steps["scores"]
+        states = widget.driver.execute_script(
+            "return Array.from(document.querySelectorAll(arguments[0] + ' .aw-row')).map(function (r) {"
+            "return Array.from(r.children).map(function (c) { return c.dataset.state; }); });", widget.root)
+        assert states[0].count("padding") == n - step and states[1].count("computed") == 1
+        assert states[1].count("cached") == step - 1

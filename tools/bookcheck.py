@@ -263,14 +263,6 @@ PHONE_COLUMNS = 37
 # Printed lines allowed to be longer, with the reason: none. Add (notebook file name, start of the line) here only
 # for a line a reader is meant to scroll inside a box that shows it scrolls.
 PHONE_EXCEPTIONS: dict[tuple[str, str], str] = {}
-# Notebooks (file names, both editions) whose printed lines are not yet re-laid out for a phone, with the reason;
-# issue 24 removes them one by one. A notebook listed here that fits is reported, so the list only shrinks.
-PHONE_NOT_YET: dict[str, str] = {
-    "08-positions-measured.ipynb": "issue 24: about 90 lines of 38-70 columns (claim lines, spans of five seeds) "
-                                   "not yet re-laid out",
-    "09-longer-contexts.ipynb": "issue 24: about 120 lines of 38-70 columns (claim lines, tables printed as text) "
-                                "not yet re-laid out",
-}
 RICH_OUTPUTS = ("text/markdown", "text/html", "text/latex", "image/png", "image/jpeg", "image/svg+xml")
 OUTPUT_ASIS = re.compile(r"^\s*#\|\s*output:\s*asis\s*$", re.MULTILINE)
 WIDE = frozenset("WF")
@@ -300,12 +292,7 @@ def check_phone_widths(root: Path) -> list[str]:
     """Every line a chapter prints fits a phone's output column (PHONE_COLUMNS display columns)."""
     problems = []
     for path in notebooks(root):
-        cells = code_cells(read_notebook(path))
-        if path.name in PHONE_NOT_YET:
-            if all(display_columns(line) <= PHONE_COLUMNS for _, cell in cells for line in printed_lines(cell)):
-                problems.append(f"{rel(root, path)} fits a phone now: remove it from PHONE_NOT_YET")
-            continue
-        for i, cell in cells:
+        for i, cell in code_cells(read_notebook(path)):
             for line in printed_lines(cell):
                 width = display_columns(line)
                 if width > PHONE_COLUMNS and not any(

@@ -927,6 +927,17 @@ def test_widget_kv_cache_agrees_with_the_library_and_the_stored_runs(site: Built
     assert per_token(8, 8) == 2 * 8 * 4 * 4  # MHA: a key and a value of 4 numbers per head, float32
 
 
+def seed_mean_curve(rows: list[dict], column: str, value: str, length: int):
+    """The loss at each position of a per-position CSV's rows with `column` = `value` at eval_length `length`, mean
+    over the seeds (chapters 8 and 9 store one row per seed and position)."""
+    import numpy as np
+    table: dict[str, list[float]] = {}
+    for r in rows:
+        if r[column] == value and r["eval_length"] == str(length):
+            table.setdefault(r["seed"], [0.0] * length)[int(r["position"])] = float(r["loss"])
+    return np.mean(list(table.values()), axis=0)
+
+
 def test_widget_per_position_loss_agrees_with_the_stored_runs(site: Built, server: str, browser) -> None:
     """Chapter 8: for three encodings and lengths, the curve is positions_per_position.csv's loss at each position,
     mean over the seeds (shown to 2 decimals), with the optimum and current-token rows of the same length, and
@@ -937,12 +948,8 @@ def test_widget_per_position_loss_agrees_with_the_stored_runs(site: Built, serve
     widget = Widget(browser(), server, "ja", "08-positions-measured", "ch08-per-position")
     rows, summary = stored_rows("positions_per_position.csv"), stored_rows("positions_extrapolation.csv")
 
-    def curve(encoding: str, length: int) -> np.ndarray:
-        chosen = [r for r in rows if r["encoding"] == encoding and r["eval_length"] == str(length)]
-        table = {}
-        for r in chosen:
-            table.setdefault(r["seed"], [0.0] * length)[int(r["position"])] = float(r["loss"])
-        return np.mean(list(table.values()), axis=0)
+    def curve(encoding: str, length: int):
+        return seed_mean_curve(rows, "encoding", encoding, length)
 
     for encoding, length in (("alibi", 256), ("sinusoidal", 64), ("t5", 32)):
         widget.set("encoding", encoding)
@@ -1003,12 +1010,8 @@ def test_widget_rope_scaling_agrees_with_the_stored_runs(site: Built, server: st
     widget = Widget(browser(), server, "en", "09-longer-contexts", "ch09-scaling")
     rows, summary = stored_rows("rope_scaling_per_position.csv"), stored_rows("rope_scaling.csv")
 
-    def curve(method: str, length: int) -> np.ndarray:
-        table = {}
-        for r in rows:
-            if r["method"] == method and r["eval_length"] == str(length):
-                table.setdefault(r["seed"], [0.0] * length)[int(r["position"])] = float(r["loss"])
-        return np.mean(list(table.values()), axis=0)
+    def curve(method: str, length: int):
+        return seed_mean_curve(rows, "method", method, length)
 
     for method, length in (("ntk", 256), ("pi", 64), ("yarn", 128)):
         widget.set("method", method)

@@ -6,11 +6,7 @@
  * with attnbook from the stored layer. */
 (function () {
   "use strict";
-  var here = document.currentScript.src.replace(/[^\/]*$/, "");
-  var script = document.createElement("script");
-  script.src = here + "ch04-data.js";
-  script.onload = function () { AttnWidgets.register("ch04-heads", init); };
-  document.body.appendChild(script);
+  AttnWidgets.registerWithData("ch04-heads", init);  // loads ch04-data.js first
 
   function init(root, W) {
     var D = window.AttnWidgetData.ch04, heads = D.weights[0].length, tokens = D.weights.length;

@@ -6,11 +6,7 @@
  * log10 of the value up) carry each method's series. tests/test_site.py compares them with the CSV file. */
 (function () {
   "use strict";
-  var here = document.currentScript.src.replace(/[^\/]*$/, "");
-  var script = document.createElement("script");
-  script.src = here + "ch06-data.js";
-  script.onload = function () { AttnWidgets.register("ch06-cost", init); };
-  document.body.appendChild(script);
+  AttnWidgets.registerWithData("ch06-cost", init);  // loads ch06-data.js first
 
   function length(t) { return t < 1024 ? String(t) : (t / 1024) + "k"; }
 

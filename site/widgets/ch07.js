@@ -9,11 +9,7 @@
  * data-counts; each cell of the two rows carries data-state. tests/test_site.py compares them with attnbook. */
 (function () {
   "use strict";
-  var here = document.currentScript.src.replace(/[^\/]*$/, "");
-  var script = document.createElement("script");
-  script.src = here + "ch07-data.js";
-  script.onload = function () { AttnWidgets.register("ch07-decoding", init); };
-  document.body.appendChild(script);
+  AttnWidgets.registerWithData("ch07-decoding", init);  // loads ch07-data.js first
 
   var COLOURS = {computed: "#0072b2", padding: "#56b4e9", cached: "#e8e8e8", empty: "#ffffff"};
 

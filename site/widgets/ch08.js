@@ -7,11 +7,7 @@
  * tests/test_site.py compares them with the CSV files. */
 (function () {
   "use strict";
-  var here = document.currentScript.src.replace(/[^\/]*$/, "");
-  var script = document.createElement("script");
-  script.src = here + "ch08-data.js";
-  script.onload = function () { AttnWidgets.register("ch08-per-position", init); };
-  document.body.appendChild(script);
+  AttnWidgets.registerWithData("ch08-per-position", init);  // loads ch08-data.js first
 
   function init(root, W) {
     var D = window.AttnWidgetData.ch08, L = D.train_length, longest = String(D.lengths[D.lengths.length - 1]);

@@ -6,11 +6,7 @@
  * (one value per seed). tests/test_site.py compares them with the CSV files. */
 (function () {
   "use strict";
-  var here = document.currentScript.src.replace(/[^\/]*$/, "");
-  var script = document.createElement("script");
-  script.src = here + "ch09-data.js";
-  script.onload = function () { AttnWidgets.register("ch09-scaling", init); };
-  document.body.appendChild(script);
+  AttnWidgets.registerWithData("ch09-scaling", init);  // loads ch09-data.js first
 
   function init(root, W) {
     var D = window.AttnWidgetData.ch09, L = D.train_length;

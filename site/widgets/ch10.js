@@ -6,11 +6,7 @@
  * tests/test_site.py compares them with the library and the CSV files. */
 (function () {
   "use strict";
-  var here = document.currentScript.src.replace(/[^\/]*$/, "");
-  var script = document.createElement("script");
-  script.src = here + "ch10-data.js";
-  script.onload = function () { AttnWidgets.register("ch10-kv-heads", init); };
-  document.body.appendChild(script);
+  AttnWidgets.registerWithData("ch10-kv-heads", init);  // loads ch10-data.js first
 
   var CONTEXTS = [256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072];
 

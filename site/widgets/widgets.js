@@ -413,8 +413,21 @@
     else startAll(name);
   }
 
+  // This script's folder: the chapters' data files (tools/export_widget_data.py) sit beside it.
+  var HERE = document.currentScript ? document.currentScript.src.replace(/[^\/]*$/, "") : "";
+
+  /** Register a widget that shows exported data: load `<chapter>-data.js` from this folder (a script, not a fetch,
+   *  so that it works over file:// too), which sets window.AttnWidgetData[chapter], then register as above. */
+  function registerWithData(name, init) {
+    var script = document.createElement("script");
+    script.src = HERE + name.split("-")[0] + "-data.js";
+    script.onload = function () { register(name, init); };
+    document.body.appendChild(script);
+  }
+
   var api = {
-    register: register, lang: lang, t: t, rng: rng, softmax: softmax, dot: dot, entropy: entropy, range: range,
+    register: register, registerWithData: registerWithData, lang: lang, t: t, rng: rng, softmax: softmax, dot: dot,
+    entropy: entropy, range: range,
     json: json, fmt: fmt, colour: colour, el: el, uid: uid, slider: slider, select: select, checkbox: checkbox,
     heatmap: heatmap, lineplot: lineplot, frame: frame, PALETTE: PALETTE, GREY: GREY
   };

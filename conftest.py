@@ -66,6 +66,29 @@ def pytest_collection_modifyitems(items):
     items.sort(key=lambda item: item.path.name != "test_site.py")
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """--dist loadfile, with a chapter's two editions as one unit: the English notebook, then the Japanese.
+
+    pytest-xdist queues its units by size (--loadscope-reorder, its default), and the twins of a chapter
+    have the same number of cells, so with one unit per file they ran side by side on the two workers
+    and both compiled every program of the chapter. One after the other on one worker, the Japanese
+    twin loads them from JAX's compilation cache (tools/jax_cache.py), which the English one just filled.
+    """
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class ChapterScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return EDITION_FOLDER.sub("chapters/", super()._split_scope(nodeid))
+
+    return ChapterScheduling(config, log)
+
+
+EDITION_FOLDER = re.compile(r"^chapters/(?:en|ja)/")
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item):
     # Before nbval's notebook setup, which starts the kernel with this process's environment.

@@ -124,6 +124,10 @@ def test_repeated_random_tokens():
     x = np.asarray(induction.repeated_random_tokens(jax.random.key(0), 5, 9, 11))
     assert x.shape == (5, 18) and x.dtype == np.int32 and x.min() >= 0 and x.max() < 11
     assert np.array_equal(x[:, :9], x[:, 9:])
+    y = np.asarray(induction.repeated_random_tokens(jax.random.key(0), 50, 9, 11, low=3))
+    assert y.min() >= 3 and y.max() < 11 and len(np.unique(y)) == 8
+    with pytest.raises(ValueError, match="low must be below"):
+        induction.repeated_random_tokens(jax.random.key(0), 5, 9, 11, low=11)
 
 
 def test_scores_of_hand_built_patterns_of_a_two_layer_model():

@@ -227,15 +227,25 @@ def induction_score(weights, period: int) -> jax.Array:
     return weights[..., i, i - period + 1].mean(-1)
 
 
-def repeated_random_tokens(key: jax.Array, num: int, period: int, vocab_size: int = corpus.VOCAB_SIZE
-                           ) -> Int[Array, "num two_period"]:
-    """``num`` sequences of ``period`` uniform random tokens repeated twice, int32 ``(num, 2 * period)``."""
+def repeated_random_tokens(key: jax.Array, num: int, period: int, vocab_size: int = corpus.VOCAB_SIZE,
+                           low: int = 0) -> Int[Array, "num two_period"]:
+    """``num`` sequences of ``period`` uniform random tokens in ``[low, vocab_size)`` repeated twice, int32
+    ``(num, 2 * period)``. Chapter 11 draws from ``low = PRINTABLE`` (3): the printable characters, leaving out the
+    id of other bytes, the tab and the newline, which a model of Python source has rarely or never seen inside a
+    line."""
     key = _checks.prng_key("key", key)
     num = _checks.positive_int("num", num)
     period = _checks.positive_int("period", period)
     vocab_size = _checks.positive_int("vocab_size", vocab_size)
-    first = jax.random.randint(key, (num, period), 0, vocab_size, dtype=jnp.int32)
+    low = _checks.nonnegative_int("low", low)
+    if low >= vocab_size:
+        raise ValueError(f"low must be below vocab_size = {vocab_size}, got {low}")
+    first = jax.random.randint(key, (num, period), low, vocab_size, dtype=jnp.int32)
     return jnp.concatenate([first, first], axis=1)
+
+
+PRINTABLE = 3
+"""The first printable character's id (``' '``) in :mod:`attnbook.corpus`: ids 3-97 are ``' '`` to ``'~'``."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -366,7 +376,7 @@ def composition_scores(model: AttentionOnlyLM, mode: str = "K") -> np.ndarray:
     return np.where(later, scores, 0.0)
 
 
-__all__ = ["MODES", "EARLY", "LATE", "AttentionOnlyLM", "forward", "attention_weights", "mean_head_outputs",
+__all__ = ["MODES", "EARLY", "LATE", "PRINTABLE", "AttentionOnlyLM", "forward", "attention_weights", "mean_head_outputs",
            "previous_token_score", "induction_score", "repeated_random_tokens", "loss_per_position",
            "in_context_loss", "ablation_losses", "ablation_induction_scores", "qk_ov", "composition_score",
            "composition_scores"]

@@ -60,9 +60,11 @@ import contextlib
 import csv
 import fcntl
 import functools
+import hashlib
 import json
 import pathlib
 import sys
+import tempfile
 import time
 
 import equinox as eqx
@@ -209,7 +211,8 @@ def run(variant, depth, seed, settings, out_dir, tables, flush):
 @contextlib.contextmanager
 def locked(folder: pathlib.Path):
     folder.mkdir(parents=True, exist_ok=True)
-    with (folder / ".induction_heads.lock").open("w") as lock:
+    name = "induction_heads_" + hashlib.sha256(str(folder.resolve()).encode()).hexdigest()[:16] + ".lock"
+    with (pathlib.Path(tempfile.gettempdir()) / name).open("w") as lock:  # outside the repository
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             yield

@@ -83,7 +83,7 @@ OUT = pathlib.Path(__file__).parent / "results"
 VARIANTS = ("plain", "repeat")
 SETTINGS = dict(d_model=64, heads=4, context=128, batch=32, learning_rate=3e-3, warmup_steps=100, clip_norm=1.0,
                 steps=2500, eval_every=100, checkpoints=[0, 250, 500, 1000, 1500, 2000, 2500], data_seed=1000,
-                repeat_fraction=0.25, repeat_span=64, heldout_windows=256, repeated_sequences=64,
+                encoding="rope", repeat_fraction=0.25, repeat_periods=[8, 60], heldout_windows=256, repeated_sequences=64,
                 repeated_period=64, repeated_low=induction.PRINTABLE, early=induction.EARLY, late=induction.LATE,
                 depths=[2, 1])
 KEYS = ("variant", "depth", "seed")
@@ -91,7 +91,7 @@ KEYS = ("variant", "depth", "seed")
 
 def make_model(depth: int, seed: int = 0, settings: dict = SETTINGS) -> induction.AttentionOnlyLM:
     return induction.AttentionOnlyLM(d_model=settings["d_model"], depth=depth, heads=settings["heads"],
-                                     key=jax.random.key(seed))
+                                     encoding=settings["encoding"], key=jax.random.key(seed))
 
 
 def checkpoint(variant: str, depth: int, seed: int, step: int, folder: pathlib.Path = OUT / "induction_heads"):
@@ -108,11 +108,12 @@ def optimizer(settings: dict = SETTINGS):
     return optax.chain(optax.clip_by_global_norm(settings["clip_norm"]), optax.adam(schedule))
 
 
-@functools.partial(jax.jit, static_argnums=(1, 2))
-def _repeat_spans(windows, rows, span):
-    """The first ``rows`` windows rewritten as ``w[0:span] + w[0:T-span]`` (same length)."""
-    length = windows.shape[1]
-    repeated = jnp.concatenate([windows[:, :span], windows[:, :length - span]], axis=1)
+@functools.partial(jax.jit, static_argnums=(2, 3, 4))
+def _repeat_spans(key, windows, rows, shortest, longest):
+    """The first ``rows`` windows rewritten as their first ``P`` characters repeated, ``w[t] -> w[t mod P]``, each
+    with its own period ``P``, uniform in ``[shortest, longest]`` (so no fixed offset predicts the copy)."""
+    period = jax.random.randint(key, (windows.shape[0], 1), shortest, longest + 1)
+    repeated = jnp.take_along_axis(windows, jnp.arange(windows.shape[1])[None, :] % period, axis=1)
     return jnp.where(jnp.arange(windows.shape[0])[:, None] < rows, repeated, windows)
 
 
@@ -122,7 +123,7 @@ def batch(step: int, seed: int = 0, variant: str = "plain", settings: dict = SET
     windows = corpus.sample_windows(corpus.load("train"), key, settings["batch"], settings["context"] + 1)
     if variant == "repeat":
         rows = round(settings["repeat_fraction"] * settings["batch"])
-        windows = _repeat_spans(windows, rows, settings["repeat_span"])
+        windows = _repeat_spans(jax.random.fold_in(key, 1), windows, rows, *settings["repeat_periods"])
     return windows
 
 

@@ -38,10 +38,13 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Float, Int
 
-from . import _checks, corpus, masking, train, transformer
+from . import _checks, corpus, masking, positional, train, transformer
 from .mha import MultiHeadSelfAttention
 from .nn import Dense, split as _keys
 
+ENCODINGS = ("rope", "sinusoidal")
+"""Position encodings of :class:`AttentionOnlyLM`: RoPE in every head (the default), or chapter 1's sinusoids added
+to the embedding."""
 MODES = ("zero", "mean")
 """The two head ablations: the head's output set to zero, or to its mean over reference sequences."""
 EARLY, LATE = 12, 120
@@ -59,14 +62,23 @@ class AttentionOnlyLM(eqx.Module):
         d_model: features per token (a multiple of ``heads``).
         depth: number of attention layers (1 or 2 in chapter 11).
         heads: heads per layer, each of size ``d_model // heads``.
+        encoding: ``"rope"`` (default: every head's queries and keys rotated by their position, chapter 8's RoPE, so
+            that a score depends on the offset between query and key) or ``"sinusoidal"`` (chapter 1's encoding added
+            to the embedding, as chapter 7's Transformer does).
         key: PRNG key of the initial weights.
     """
 
     body: transformer.Stack
     head: Dense
+    encoding: str = eqx.field(static=True)
 
     def __init__(self, vocab_size: int = corpus.VOCAB_SIZE, *, d_model: int = 64, depth: int = 2, heads: int = 4,
-                 key: jax.Array):
+                 encoding: str = "rope", key: jax.Array):
+        if encoding not in ENCODINGS:
+            raise ValueError(f"encoding must be one of {ENCODINGS}, got {encoding!r}")
+        if encoding == "rope" and (d_model % heads or (d_model // heads) % 2):
+            raise ValueError(f"RoPE needs heads of an even size, got d_model={d_model}, heads={heads}")
+        self.encoding = encoding
         k_body, k_head = _keys(_checks.prng_key("key", key), 2)
         self.body = transformer.Stack(vocab_size, d_model, depth, decoder=True, cross=False, feed_forward=False,
                                       heads=heads, pre_norm=True, key=k_body)
@@ -91,7 +103,8 @@ class AttentionOnlyLM(eqx.Module):
     @_checks.shaped
     def __call__(self, tokens: Int[Array, " T"]) -> Float[Array, "T vocab"]:
         """Next-token logits ``(T, vocab_size)`` for integer ``tokens (T,)`` in ``[0, vocab_size)``."""
-        return self.head(self.body(tokens))
+        tokens = _checks.tokens("tokens", tokens, self.vocab_size)
+        return _run(self, tokens, None, None)[0]
 
 
 def _check_model(model) -> AttentionOnlyLM:
@@ -104,13 +117,20 @@ def _run(model, tokens, ablated, replacement):
     """Logits ``(T, V)``, attention weights ``(depth, heads, T, T)`` and head outputs ``z (depth, T, heads, d_head)``
     of one sequence; heads where ``ablated (depth, heads)`` is True output ``replacement (depth, heads, d_head)``."""
     body = model.body
-    x = transformer._embed(body.embedding, tokens)
+    if model.encoding == "sinusoidal":
+        x = transformer._embed(body.embedding, tokens)
+        rotate = None
+    else:  # RoPE: the embedding alone; queries and keys rotated in every head
+        x = body.embedding[tokens]
+        rotate = positional.rope_heads
     mask = masking.causal_mask(tokens.shape[0])
     weights, outputs = [], []
     for layer, block in enumerate(body.blocks):
         seen = {}
 
         def hook(q, k, v, layer=layer, seen=seen):
+            if rotate is not None:
+                q, k, v = rotate(q, k, v)
             seen["v"] = v
             if ablated is not None:
                 # Every key's value set to c makes the head's output sum_j A[i, j] c = c (each row of A sums to 1:

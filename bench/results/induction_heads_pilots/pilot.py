@@ -45,7 +45,7 @@ train_data = corpus.load("train")
 t = time.time()
 for i in range(int(sys.argv[2]) + 1):
     kk = jax.random.fold_in(jax.random.key(1000 + SEED), i)
-    if DATA == 'synthvar':
+    if DATA == 'synthvar' or (DATA == 'curriculum' and i < 600):
         k1, k2 = jax.random.split(kk)
         first = jax.random.randint(k1, (32, 129), induction.PRINTABLE, 98)
         P = jax.random.randint(k2, (32, 1), 8, 61)
@@ -55,7 +55,7 @@ for i in range(int(sys.argv[2]) + 1):
         w = induction.repeated_random_tokens(kk, 32, 64, low=induction.PRINTABLE); w = jnp.concatenate([w, w[:, :1]], 1)
     else:
         w = corpus.sample_windows(train_data, kk, 32, 129)
-        if DATA in ('mixsynth', 'repeat50'):
+        if DATA in ('mixsynth', 'repeat50'):  # (curriculum: plain code after step 600)
             k1, k2 = jax.random.split(jax.random.fold_in(kk, 1))
             P = jax.random.randint(k2, (32, 1), 8, 61)
             idx = jnp.arange(129)[None, :] % P

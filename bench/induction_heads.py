@@ -59,7 +59,6 @@ import argparse
 import contextlib
 import csv
 import fcntl
-import functools
 import hashlib
 import json
 import pathlib
@@ -80,10 +79,10 @@ from run_info import RunInfo  # noqa: E402
 from attnbook import corpus, induction, train  # noqa: E402
 
 OUT = pathlib.Path(__file__).parent / "results"
-VARIANTS = ("plain", "repeat")
+VARIANTS = ("plain", "curriculum")
 SETTINGS = dict(d_model=64, heads=4, context=128, batch=32, learning_rate=3e-3, warmup_steps=100, clip_norm=1.0,
-                steps=2500, eval_every=100, checkpoints=[0, 250, 500, 1000, 1500, 2000, 2500], data_seed=1000,
-                encoding="rope", repeat_fraction=0.25, repeat_periods=[8, 60], heldout_windows=256, repeated_sequences=64,
+                steps=1500, eval_every=100, checkpoints=[0, 400, 600, 1500], data_seed=1000,
+                encoding="rope", curriculum_steps=600, periods=[8, 60], heldout_windows=256, repeated_sequences=64,
                 repeated_period=64, repeated_low=induction.PRINTABLE, early=induction.EARLY, late=induction.LATE,
                 depths=[2, 1])
 KEYS = ("variant", "depth", "seed")
@@ -108,23 +107,13 @@ def optimizer(settings: dict = SETTINGS):
     return optax.chain(optax.clip_by_global_norm(settings["clip_norm"]), optax.adam(schedule))
 
 
-@functools.partial(jax.jit, static_argnums=(2, 3, 4))
-def _repeat_spans(key, windows, rows, shortest, longest):
-    """The first ``rows`` windows rewritten as their first ``P`` characters repeated, ``w[t] -> w[t mod P]``, each
-    with its own period ``P``, uniform in ``[shortest, longest]`` (so no fixed offset predicts the copy)."""
-    period = jax.random.randint(key, (windows.shape[0], 1), shortest, longest + 1)
-    repeated = jnp.take_along_axis(windows, jnp.arange(windows.shape[1])[None, :] % period, axis=1)
-    return jnp.where(jnp.arange(windows.shape[0])[:, None] < rows, repeated, windows)
-
-
 def batch(step: int, seed: int = 0, variant: str = "plain", settings: dict = SETTINGS) -> jax.Array:
     """The training windows of one step ``(batch, context + 1)``: the same for every depth at one seed."""
     key = jax.random.fold_in(jax.random.key(settings["data_seed"] + seed), step)
-    windows = corpus.sample_windows(corpus.load("train"), key, settings["batch"], settings["context"] + 1)
-    if variant == "repeat":
-        rows = round(settings["repeat_fraction"] * settings["batch"])
-        windows = _repeat_spans(jax.random.fold_in(key, 1), windows, rows, *settings["repeat_periods"])
-    return windows
+    if variant == "curriculum" and step < settings["curriculum_steps"]:
+        return induction.periodic_random_tokens(key, settings["batch"], settings["context"] + 1, *settings["periods"],
+                                                low=induction.PRINTABLE)
+    return corpus.sample_windows(corpus.load("train"), key, settings["batch"], settings["context"] + 1)
 
 
 def eval_sets(settings: dict = SETTINGS):
@@ -132,7 +121,14 @@ def eval_sets(settings: dict = SETTINGS):
                                  settings["context"] + 1)
     repeated = induction.repeated_random_tokens(jax.random.key(8), settings["repeated_sequences"],
                                                 settings["repeated_period"], low=settings["repeated_low"])
-    return held, repeated
+    return held, repeated, repeated_code(held, settings)
+
+
+def repeated_code(held, settings: dict = SETTINGS):
+    """The first ``repeated_sequences`` held-out windows as their first ``repeated_period`` characters twice:
+    real code repeated, ``(num, 2 * period)``."""
+    first = held[:settings["repeated_sequences"], :settings["repeated_period"]]
+    return jnp.concatenate([first, first], axis=1)
 
 
 def make_step(static, opt):
@@ -148,21 +144,29 @@ def make_step(static, opt):
     return step
 
 
-def measure(model, held, repeated, settings):
+def copy_losses(model, sequences, period: int) -> tuple[float, float]:
+    """The mean loss (nats) on the first and on the second copy of sequences that repeat at ``period``."""
+    logits, _, _ = induction.forward(model, sequences)
+    loss = np.asarray(train.cross_entropy(logits[:, :-1], sequences[:, 1:]).mean(axis=0))
+    # loss[t] predicts token t + 1: the first copy's predictions are t = 0..P-2, the second copy's t = P..2P-2
+    return float(loss[:period - 1].mean()), float(loss[period:].mean())
+
+
+def measure(model, held, repeated, code, settings):
     """The losses and scores of one evaluation (see the module docstring)."""
     period = settings["repeated_period"]
     logits, w_held, _ = induction.forward(model, held[:, :-1])  # one pass per set: losses and weights
     per_position = np.asarray(train.cross_entropy(logits, held[:, 1:]).mean(axis=0))
-    logits, w_rep, _ = induction.forward(model, repeated)
-    rep_loss = np.asarray(train.cross_entropy(logits[:, :-1], repeated[:, 1:]).mean(axis=0))
+    _, w_rep, _ = induction.forward(model, repeated)
+    first, second = copy_losses(model, repeated, period)
+    code_first, code_second = copy_losses(model, code, period)
     prev = np.asarray(induction.previous_token_score(w_held).mean(axis=0))  # (depth, heads)
     ind = np.asarray(induction.induction_score(w_rep, period).mean(axis=0))
-    # rep_loss[t] predicts token t + 1: the first copy's predictions are t = 0..P-2, the second copy's t = P..2P-2
     return dict(heldout_loss=float(per_position.mean()),
                 in_context_loss=float(induction.in_context_loss(per_position, settings["early"], settings["late"])),
                 loss_at_early=float(per_position[settings["early"]]), loss_at_late=float(per_position[settings["late"]]),
-                repeat_loss_first=float(rep_loss[:period - 1].mean()),
-                repeat_loss_second=float(rep_loss[period:].mean())), prev, ind, per_position
+                repeat_loss_first=first, repeat_loss_second=second,
+                code_repeat_loss_first=code_first, code_repeat_loss_second=code_second), prev, ind, per_position
 
 
 def run(variant, depth, seed, settings, out_dir, tables, flush):
@@ -171,7 +175,7 @@ def run(variant, depth, seed, settings, out_dir, tables, flush):
     opt = optimizer(settings)
     state = opt.init(params)
     step_fn = make_step(static, opt)
-    held, repeated = eval_sets(settings)
+    held, repeated, code = eval_sets(settings)
     ident = dict(variant=variant, depth=depth, seed=seed)
     stored = set(settings["checkpoints"]) if seed == 0 else set()
     stored.add(settings["steps"])
@@ -179,7 +183,7 @@ def run(variant, depth, seed, settings, out_dir, tables, flush):
     for step in range(settings["steps"] + 1):
         if step % settings["eval_every"] == 0 or step in stored:
             model = eqx.combine(params, static)
-            summary, prev, ind, per_position = measure(model, held, repeated, settings)
+            summary, prev, ind, per_position = measure(model, held, repeated, code, settings)
             row = dict(ident, step=step, train_loss=round(float(np.mean(losses)), 5) if losses else "",
                        **{k: round(v, 5) for k, v in summary.items()})
             tables["training"].append(row)
@@ -201,6 +205,7 @@ def run(variant, depth, seed, settings, out_dir, tables, flush):
                                            for t, v in enumerate(per_position)]
             print(f"{variant} L{depth} s{seed} step {step}: train {row['train_loss']} held-out {row['heldout_loss']} "
                   f"icl {row['in_context_loss']} repeat {row['repeat_loss_first']}->{row['repeat_loss_second']} "
+                  f"code {row['code_repeat_loss_first']}->{row['code_repeat_loss_second']} "
                   f"max induction {ind.max():.3f} max prev {prev.max():.3f}", flush=True)
             flush()  # the tables so far, in case the run is cut
         if step == settings["steps"]:

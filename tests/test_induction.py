@@ -186,6 +186,22 @@ def test_repeated_random_tokens():
         induction.repeated_random_tokens(jax.random.key(0), 5, 9, 11, low=11)
 
 
+def test_periodic_random_tokens():
+    """Each row repeats its first P tokens, P in [shortest, longest] and varying between rows; a naive loop finds
+    each row's smallest period."""
+    x = np.asarray(induction.periodic_random_tokens(jax.random.key(1), 200, 40, 5, 9, 30, low=3))
+    assert x.shape == (200, 40) and x.dtype == np.int32 and x.min() >= 3 and x.max() < 30
+    periods = []
+    for row in x:
+        period = next(p for p in range(1, 41) if all(row[t] == row[t - p] for t in range(p, 40)))
+        periods.append(period)
+    assert set(periods) == {5, 6, 7, 8, 9}  # (a row of period 6 could have period 2 or 3: odds 27**-3 at this seed)
+    with pytest.raises(ValueError, match="shortest must be at most longest"):
+        induction.periodic_random_tokens(jax.random.key(0), 2, 10, 6, 5)
+    with pytest.raises(ValueError, match="low must be below"):
+        induction.periodic_random_tokens(jax.random.key(0), 2, 10, 2, 5, 11, low=11)
+
+
 def test_scores_of_hand_built_patterns_of_a_two_layer_model():
     """Patterns shaped as the model's ``(N, depth, heads, T, T)``: layer 0 head 0 attends to the previous token,
     layer 1 head 0 is an induction head, the other heads attend uniformly: each scores as it should."""

@@ -247,6 +247,14 @@ def induction_score(weights, period: int) -> jax.Array:
     return weights[..., i, i - period + 1].mean(-1)
 
 
+def _token_range(vocab_size, low) -> tuple[int, int]:
+    vocab_size = _checks.positive_int("vocab_size", vocab_size)
+    low = _checks.nonnegative_int("low", low)
+    if low >= vocab_size:
+        raise ValueError(f"low must be below vocab_size = {vocab_size}, got {low}")
+    return vocab_size, low
+
+
 def repeated_random_tokens(key: jax.Array, num: int, period: int, vocab_size: int = corpus.VOCAB_SIZE,
                            low: int = 0) -> Int[Array, "num two_period"]:
     """``num`` sequences of ``period`` uniform random tokens in ``[low, vocab_size)`` repeated twice, int32
@@ -256,16 +264,33 @@ def repeated_random_tokens(key: jax.Array, num: int, period: int, vocab_size: in
     key = _checks.prng_key("key", key)
     num = _checks.positive_int("num", num)
     period = _checks.positive_int("period", period)
-    vocab_size = _checks.positive_int("vocab_size", vocab_size)
-    low = _checks.nonnegative_int("low", low)
-    if low >= vocab_size:
-        raise ValueError(f"low must be below vocab_size = {vocab_size}, got {low}")
+    vocab_size, low = _token_range(vocab_size, low)
     first = jax.random.randint(key, (num, period), low, vocab_size, dtype=jnp.int32)
     return jnp.concatenate([first, first], axis=1)
 
 
 PRINTABLE = 3
 """The first printable character's id (``' '``) in :mod:`attnbook.corpus`: ids 3-97 are ``' '`` to ``'~'``."""
+
+
+def periodic_random_tokens(key: jax.Array, num: int, length: int, shortest: int, longest: int,
+                           vocab_size: int = corpus.VOCAB_SIZE, low: int = 0) -> Int[Array, "num length"]:
+    """``num`` sequences of ``length`` tokens, each periodic with its own period ``P`` drawn uniformly from
+    ``[shortest, longest]``: ``x[t] = x[t mod P]``, the first ``P`` tokens uniform in ``[low, vocab_size)``; int32
+    ``(num, length)``. Chapter 11's curriculum: since ``P`` varies from row to row, no fixed offset predicts the
+    next token, only the token after the previous occurrence of the current one (induction)."""
+    key = _checks.prng_key("key", key)
+    num = _checks.positive_int("num", num)
+    length = _checks.positive_int("length", length)
+    shortest = _checks.positive_int("shortest", shortest)
+    longest = _checks.positive_int("longest", longest)
+    if shortest > longest:
+        raise ValueError(f"shortest must be at most longest = {longest}, got {shortest}")
+    vocab_size, low = _token_range(vocab_size, low)
+    tokens_key, period_key = jax.random.split(key)
+    first = jax.random.randint(tokens_key, (num, length), low, vocab_size, dtype=jnp.int32)
+    period = jax.random.randint(period_key, (num, 1), shortest, longest + 1)
+    return jnp.take_along_axis(first, jnp.arange(length)[None, :] % period, axis=1)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -397,6 +422,6 @@ def composition_scores(model: AttentionOnlyLM, mode: str = "K") -> np.ndarray:
 
 
 __all__ = ["MODES", "EARLY", "LATE", "PRINTABLE", "AttentionOnlyLM", "forward", "attention_weights", "mean_head_outputs",
-           "previous_token_score", "induction_score", "repeated_random_tokens", "loss_per_position",
+           "previous_token_score", "induction_score", "repeated_random_tokens", "periodic_random_tokens", "loss_per_position",
            "in_context_loss", "ablation_losses", "ablation_induction_scores", "qk_ov", "composition_score",
            "composition_scores"]

@@ -19,9 +19,9 @@ from test_transformer import randomised  # every floating-point leaf perturbed (
 VOCAB, D, HEADS = 13, 16, 4
 
 
-def make(depth=2, seed=0):
-    return randomised(induction.AttentionOnlyLM(VOCAB, d_model=D, depth=depth, heads=HEADS, key=jax.random.key(seed)),
-                      seed)
+def make(depth=2, seed=0, encoding="rope"):
+    return randomised(induction.AttentionOnlyLM(VOCAB, d_model=D, depth=depth, heads=HEADS, encoding=encoding,
+                                                key=jax.random.key(seed)), seed)
 
 
 def tokens(seed, n, t):
@@ -64,8 +64,64 @@ def test_attention_only_shapes_and_parts(depth):
     assert count_parameters(model) == v * d + depth * (4 * d * d + 4 * d + 2 * d) + 2 * d + d * v + v
 
 
-def test_forward_equals_the_model_and_is_causal():
-    model = make()
+def naive_logits(model, x):
+    """The model written out for one sequence ``x (T,)`` in NumPy loops: embedding (plus the sinusoids), per layer
+    a pre-LN LayerNorm, per head and query a softmax over the keys at or before it (queries and keys rotated by
+    their positions under RoPE: pair (2i, 2i+1) of position p turned by the angle p * 10000^(-2i/d)), the heads'
+    outputs projected and added to the residual stream; a final LayerNorm and the read-out."""
+    f = lambda a: np.asarray(a, np.float64)
+    emb = f(model.body.embedding)
+    t, d = len(x), emb.shape[1]
+    h = emb[np.asarray(x)]
+    pos = np.arange(t)
+    if model.encoding == "sinusoidal":
+        angle = pos[:, None] * 10000.0 ** (-2 * (np.arange(d) // 2) / d)
+        h = h + np.where(np.arange(d) % 2 == 0, np.sin(angle), np.cos(angle))
+
+    def norm(ln, v):
+        z = (v - v.mean(-1, keepdims=True)) / np.sqrt(v.var(-1, keepdims=True) + ln.eps)
+        return z * f(ln.weight) + f(ln.bias)
+
+    def rotate(v):  # (T, dk)
+        out = v.copy()
+        dk = v.shape[1]
+        for i in range(dk // 2):
+            a = pos * 10000.0 ** (-2 * i / dk)
+            out[:, 2 * i] = v[:, 2 * i] * np.cos(a) - v[:, 2 * i + 1] * np.sin(a)
+            out[:, 2 * i + 1] = v[:, 2 * i] * np.sin(a) + v[:, 2 * i + 1] * np.cos(a)
+        return out
+
+    for block in model.body.blocks:
+        att = block.mixer.attention
+        u = norm(block.norms[0], h)
+        out = np.zeros_like(h) + f(att.b_o)
+        for head in range(model.heads):
+            q = u @ f(att.w_q)[:, head] + f(att.b_q)[head]
+            k = u @ f(att.w_k)[:, head] + f(att.b_k)[head]
+            v = u @ f(att.w_v)[:, head] + f(att.b_v)[head]
+            if model.encoding == "rope":
+                q, k = rotate(q), rotate(k)
+            for i in range(t):
+                s = k[:i + 1] @ q[i] / np.sqrt(q.shape[1])
+                a = np.exp(s - s.max())
+                out[i] += (a / a.sum()) @ v[:i + 1] @ f(att.w_o)[head]
+        h = h + out
+    h = norm(model.body.final_norm, h)
+    return h @ f(model.head.weight) + f(model.head.bias)
+
+
+@pytest.mark.parametrize("encoding", induction.ENCODINGS)
+def test_the_model_against_a_naive_loop(encoding):
+    model = make(encoding=encoding)
+    x = tokens(3, 1, 12)[0]
+    np.testing.assert_allclose(model(x), naive_logits(model, x), atol=2e-4)
+    if encoding == "sinusoidal":  # chapter 7's decoder body, as it is, gives the same logits
+        np.testing.assert_allclose(model(x), model.head(model.body(x)), atol=1e-5)
+
+
+@pytest.mark.parametrize("encoding", induction.ENCODINGS)
+def test_forward_equals_the_model_and_is_causal(encoding):
+    model = make(encoding=encoding)
     x = tokens(0, 3, 20)
     logits, weights, _ = induction.forward(model, x)
     assert np.allclose(logits, jax.vmap(model)(x), atol=1e-5)
@@ -124,6 +180,26 @@ def test_repeated_random_tokens():
     x = np.asarray(induction.repeated_random_tokens(jax.random.key(0), 5, 9, 11))
     assert x.shape == (5, 18) and x.dtype == np.int32 and x.min() >= 0 and x.max() < 11
     assert np.array_equal(x[:, :9], x[:, 9:])
+    y = np.asarray(induction.repeated_random_tokens(jax.random.key(0), 50, 9, 11, low=3))
+    assert y.min() >= 3 and y.max() < 11 and len(np.unique(y)) == 8
+    with pytest.raises(ValueError, match="low must be below"):
+        induction.repeated_random_tokens(jax.random.key(0), 5, 9, 11, low=11)
+
+
+def test_periodic_random_tokens():
+    """Each row repeats its first P tokens, P in [shortest, longest] and varying between rows; a naive loop finds
+    each row's smallest period."""
+    x = np.asarray(induction.periodic_random_tokens(jax.random.key(1), 200, 40, 5, 9, 30, low=3))
+    assert x.shape == (200, 40) and x.dtype == np.int32 and x.min() >= 3 and x.max() < 30
+    periods = []
+    for row in x:
+        period = next(p for p in range(1, 41) if all(row[t] == row[t - p] for t in range(p, 40)))
+        periods.append(period)
+    assert set(periods) == {5, 6, 7, 8, 9}  # (a row of period 6 could have period 2 or 3: odds 27**-3 at this seed)
+    with pytest.raises(ValueError, match="shortest must be at most longest"):
+        induction.periodic_random_tokens(jax.random.key(0), 2, 10, 6, 5)
+    with pytest.raises(ValueError, match="low must be below"):
+        induction.periodic_random_tokens(jax.random.key(0), 2, 10, 2, 5, 11, low=11)
 
 
 def test_scores_of_hand_built_patterns_of_a_two_layer_model():

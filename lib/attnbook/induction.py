@@ -38,10 +38,13 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Float, Int
 
-from . import _checks, corpus, masking, train, transformer
+from . import _checks, corpus, masking, positional, train, transformer
 from .mha import MultiHeadSelfAttention
 from .nn import Dense, split as _keys
 
+ENCODINGS = ("rope", "sinusoidal")
+"""Position encodings of :class:`AttentionOnlyLM`: RoPE in every head (the default), or chapter 1's sinusoids added
+to the embedding."""
 MODES = ("zero", "mean")
 """The two head ablations: the head's output set to zero, or to its mean over reference sequences."""
 EARLY, LATE = 12, 120
@@ -52,21 +55,31 @@ class AttentionOnlyLM(eqx.Module):
     """A causal language model of attention-only pre-LN blocks, built from chapter 7's ``transformer.Stack``.
 
     ``model(tokens (T,))`` returns next-token logits ``(T, vocab_size)``: row ``t`` predicts token ``t + 1`` from
-    tokens ``0..t``. Any length works (sinusoidal positions); chapter 11 trains on 128 characters.
+    tokens ``0..t``. Any length works (RoPE and sinusoidal positions need no table); chapter 11 trains on 128
+    characters.
 
     Args:
         vocab_size: number of token ids (default :data:`attnbook.corpus.VOCAB_SIZE`, the corpus's 98 characters).
         d_model: features per token (a multiple of ``heads``).
         depth: number of attention layers (1 or 2 in chapter 11).
         heads: heads per layer, each of size ``d_model // heads``.
+        encoding: ``"rope"`` (default: every head's queries and keys rotated by their position, chapter 8's RoPE, so
+            that a score depends on the offset between query and key) or ``"sinusoidal"`` (chapter 1's encoding added
+            to the embedding, as chapter 7's Transformer does).
         key: PRNG key of the initial weights.
     """
 
     body: transformer.Stack
     head: Dense
+    encoding: str = eqx.field(static=True)
 
     def __init__(self, vocab_size: int = corpus.VOCAB_SIZE, *, d_model: int = 64, depth: int = 2, heads: int = 4,
-                 key: jax.Array):
+                 encoding: str = "rope", key: jax.Array):
+        if encoding not in ENCODINGS:
+            raise ValueError(f"encoding must be one of {ENCODINGS}, got {encoding!r}")
+        if encoding == "rope" and (d_model % heads or (d_model // heads) % 2):
+            raise ValueError(f"RoPE needs heads of an even size, got d_model={d_model}, heads={heads}")
+        self.encoding = encoding
         k_body, k_head = _keys(_checks.prng_key("key", key), 2)
         self.body = transformer.Stack(vocab_size, d_model, depth, decoder=True, cross=False, feed_forward=False,
                                       heads=heads, pre_norm=True, key=k_body)
@@ -91,7 +104,8 @@ class AttentionOnlyLM(eqx.Module):
     @_checks.shaped
     def __call__(self, tokens: Int[Array, " T"]) -> Float[Array, "T vocab"]:
         """Next-token logits ``(T, vocab_size)`` for integer ``tokens (T,)`` in ``[0, vocab_size)``."""
-        return self.head(self.body(tokens))
+        tokens = _checks.tokens("tokens", tokens, self.vocab_size)
+        return _run(self, tokens, None, None)[0]
 
 
 def _check_model(model) -> AttentionOnlyLM:
@@ -104,13 +118,20 @@ def _run(model, tokens, ablated, replacement):
     """Logits ``(T, V)``, attention weights ``(depth, heads, T, T)`` and head outputs ``z (depth, T, heads, d_head)``
     of one sequence; heads where ``ablated (depth, heads)`` is True output ``replacement (depth, heads, d_head)``."""
     body = model.body
-    x = transformer._embed(body.embedding, tokens)
+    if model.encoding == "sinusoidal":
+        x = transformer._embed(body.embedding, tokens)
+        rotate = None
+    else:  # RoPE: the embedding alone; queries and keys rotated in every head
+        x = body.embedding[tokens]
+        rotate = positional.rope_heads
     mask = masking.causal_mask(tokens.shape[0])
     weights, outputs = [], []
     for layer, block in enumerate(body.blocks):
         seen = {}
 
         def hook(q, k, v, layer=layer, seen=seen):
+            if rotate is not None:
+                q, k, v = rotate(q, k, v)
             seen["v"] = v
             if ablated is not None:
                 # Every key's value set to c makes the head's output sum_j A[i, j] c = c (each row of A sums to 1:
@@ -227,15 +248,50 @@ def induction_score(weights, period: int) -> jax.Array:
     return weights[..., i, i - period + 1].mean(-1)
 
 
-def repeated_random_tokens(key: jax.Array, num: int, period: int, vocab_size: int = corpus.VOCAB_SIZE
-                           ) -> Int[Array, "num two_period"]:
-    """``num`` sequences of ``period`` uniform random tokens repeated twice, int32 ``(num, 2 * period)``."""
+def _token_range(vocab_size, low) -> tuple[int, int]:
+    vocab_size = _checks.positive_int("vocab_size", vocab_size)
+    low = _checks.nonnegative_int("low", low)
+    if low >= vocab_size:
+        raise ValueError(f"low must be below vocab_size = {vocab_size}, got {low}")
+    return vocab_size, low
+
+
+def repeated_random_tokens(key: jax.Array, num: int, period: int, vocab_size: int = corpus.VOCAB_SIZE,
+                           low: int = 0) -> Int[Array, "num two_period"]:
+    """``num`` sequences of ``period`` uniform random tokens in ``[low, vocab_size)`` repeated twice, int32
+    ``(num, 2 * period)``. Chapter 11 draws from ``low = PRINTABLE`` (3): the printable characters, leaving out the
+    id of other bytes, the tab and the newline, which a model of Python source has rarely or never seen inside a
+    line."""
     key = _checks.prng_key("key", key)
     num = _checks.positive_int("num", num)
     period = _checks.positive_int("period", period)
-    vocab_size = _checks.positive_int("vocab_size", vocab_size)
-    first = jax.random.randint(key, (num, period), 0, vocab_size, dtype=jnp.int32)
+    vocab_size, low = _token_range(vocab_size, low)
+    first = jax.random.randint(key, (num, period), low, vocab_size, dtype=jnp.int32)
     return jnp.concatenate([first, first], axis=1)
+
+
+PRINTABLE = 3
+"""The first printable character's id (``' '``) in :mod:`attnbook.corpus`: ids 3-97 are ``' '`` to ``'~'``."""
+
+
+def periodic_random_tokens(key: jax.Array, num: int, length: int, shortest: int, longest: int,
+                           vocab_size: int = corpus.VOCAB_SIZE, low: int = 0) -> Int[Array, "num length"]:
+    """``num`` sequences of ``length`` tokens, each periodic with its own period ``P`` drawn uniformly from
+    ``[shortest, longest]``: ``x[t] = x[t mod P]``, the first ``P`` tokens uniform in ``[low, vocab_size)``; int32
+    ``(num, length)``. Chapter 11's curriculum: since ``P`` varies from row to row, no fixed offset predicts the
+    next token, only the token after the previous occurrence of the current one (induction)."""
+    key = _checks.prng_key("key", key)
+    num = _checks.positive_int("num", num)
+    length = _checks.positive_int("length", length)
+    shortest = _checks.positive_int("shortest", shortest)
+    longest = _checks.positive_int("longest", longest)
+    if shortest > longest:
+        raise ValueError(f"shortest must be at most longest = {longest}, got {shortest}")
+    vocab_size, low = _token_range(vocab_size, low)
+    tokens_key, period_key = jax.random.split(key)
+    first = jax.random.randint(tokens_key, (num, length), low, vocab_size, dtype=jnp.int32)
+    period = jax.random.randint(period_key, (num, 1), shortest, longest + 1)
+    return jnp.take_along_axis(first, jnp.arange(length)[None, :] % period, axis=1)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -366,7 +422,7 @@ def composition_scores(model: AttentionOnlyLM, mode: str = "K") -> np.ndarray:
     return np.where(later, scores, 0.0)
 
 
-__all__ = ["MODES", "EARLY", "LATE", "AttentionOnlyLM", "forward", "attention_weights", "mean_head_outputs",
-           "previous_token_score", "induction_score", "repeated_random_tokens", "loss_per_position",
+__all__ = ["MODES", "EARLY", "LATE", "PRINTABLE", "AttentionOnlyLM", "forward", "attention_weights", "mean_head_outputs",
+           "previous_token_score", "induction_score", "repeated_random_tokens", "periodic_random_tokens", "loss_per_position",
            "in_context_loss", "ablation_losses", "ablation_induction_scores", "qk_ov", "composition_score",
            "composition_scores"]

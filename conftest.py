@@ -7,8 +7,11 @@
   their last bits, as they do on another CPU (README, "Outputs that hold on every machine"). Whoever sets
   ``$ATTNBOOK_NUDGE`` themselves (``tools.robustness`` does, empty for no nudge) keeps their choice.
 - The tests (not the notebooks) compile with XLA's backend optimisations off
-  (``--xla_backend_optimization_level=0``): they compile hundreds of small programs once each, and compile in
-  about half the time that way (measured: four compile-bound test files 290 s -> 216 s on 2 cores). Only this
+  (``--xla_backend_optimization_level=0``) and with XLA:CPU's older loop emitters instead of its MLIR fusion
+  emitters (``--xla_cpu_use_fusion_emitters=false``): they compile hundreds of small programs once each, and
+  compile far faster that way (measured on 2 cores: four compile-bound test files 290 s -> 216 s with the
+  first flag; test_mha_kv_heads and test_chunked 143 -> 107 s of CPU with the second added; one multi-head
+  layer's program 1.6 -> 0.7 s). Only this
   process compiles that way: nbval's kernels and every other process a test starts get the caller's flags, so
   every notebook runs as a reader runs it. The library's results
   must not depend on the level (``tools.robustness`` checks the notebooks under it); ``ATTNBOOK_TEST_XLA=default``
@@ -32,7 +35,8 @@ jax_cache.enable()
 # notebook-execution tests) runs with the caller's flags, as a reader's notebook does.
 _READER_XLA_FLAGS = os.environ.get("XLA_FLAGS")
 if os.environ.get("ATTNBOOK_TEST_XLA") != "default":
-    os.environ["XLA_FLAGS"] = " ".join(filter(None, [_READER_XLA_FLAGS, "--xla_backend_optimization_level=0"]))
+    os.environ["XLA_FLAGS"] = " ".join(filter(None, [_READER_XLA_FLAGS, "--xla_backend_optimization_level=0",
+                                                     "--xla_cpu_use_fusion_emitters=false"]))
     import jax
 
     jax.devices()

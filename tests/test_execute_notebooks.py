@@ -44,3 +44,16 @@ def test_execute_stops_on_failing_cell(tmp_path, monkeypatch):
         execute_notebooks.execute(path)
     assert path.read_bytes() == before  # a failed notebook is left as it was
     assert execute_notebooks.main([str(path)]) == 1
+
+
+def test_adjacent_pieces_of_one_stream_are_joined():
+    from nbformat.v4 import new_output
+
+    pieces = [new_output("stream", name="stdout", text="a\n"), new_output("stream", name="stdout", text="b\n"),
+              new_output("stream", name="stderr", text="warn\n"), new_output("stream", name="stdout", text="c\n"),
+              new_output("display_data", data={"text/plain": "fig"}), new_output("stream", name="stdout", text="d\n"),
+              new_output("stream", name="stdout", text=["e\n", "f\n"])]
+    joined = execute_notebooks.join_streams(pieces)
+    assert [(o["output_type"], o.get("name"), o.get("text")) for o in joined] == [
+        ("stream", "stdout", "a\nb\n"), ("stream", "stderr", "warn\n"), ("stream", "stdout", "c\n"),
+        ("display_data", None, None), ("stream", "stdout", "d\ne\nf\n")]

@@ -122,8 +122,16 @@ def wrong_answers_rejected(wrong: dict, chapter: int) -> None:
                 f"{ident}: the message gives the answer away: {found.message}"
 
 
-def _last_line(message: str) -> str:
-    return message.splitlines()[-1]
+def _named_mistake(message: str, lang: str) -> str | None:
+    """The sentence printed below the line "✗ N.k: a common mistake:", its lines joined (None if there is none)."""
+    head = "よくある間違いです。" if lang == "ja" else "a common mistake:"
+    lines = message.splitlines()
+    starts = [i for i, line in enumerate(lines) if line.startswith("✗ ") and line.endswith(head)]
+    if not starts:
+        return None
+    body = [line.strip() for line in lines[starts[-1] + 1:]]
+    assert all(line.startswith("  ") for line in lines[starts[-1] + 1:]), message
+    return "".join(body) if lang == "ja" else " ".join(body)
 
 
 def mistakes_named(named: dict, chapter: int) -> None:
@@ -135,10 +143,16 @@ def mistakes_named(named: dict, chapter: int) -> None:
         exercise = exercises.get(ident)
         assert len(answers) == len(exercise.mistakes) >= 1, f"{ident}: one mistaken answer per mistake"
         for mistake, answer in zip(exercise.mistakes, answers):
-            for lang, line in (("en", f"✗ {ident}: {mistake.en}"), ("ja", f"✗ {ident}：{mistake.ja}")):
+            for lang, sentence in (("en", mistake.en), ("ja", mistake.ja)):
                 found = exercises.result(ident, answer, lang=lang)
                 assert not found.passed, f"{ident}: the mistaken answer passed"
-                assert _last_line(found.message) == line, found.message
+                named = _named_mistake(found.message, lang)
+                # Japanese lines are joined without the space a break at a space removed
+                expected = sentence.replace(" ", "") if lang == "ja" else sentence
+                assert named is not None and (named.replace(" ", "") if lang == "ja" else named) == expected, \
+                    found.message
+                wrapped = found.message.splitlines()[-1 - sum(1 for _ in _core._wrap(sentence).splitlines()):]
+                assert all(_core._columns(line) <= _core.PHONE_COLUMNS for line in wrapped), found.message
             if exercise.kind != "function":
                 value = str(exercise.reference())
                 assert value not in mistake.en and value not in mistake.ja, f"{ident}: the mistake gives the answer away"
@@ -202,7 +216,7 @@ def test_messages_follow_the_page_language(scratch):
     plotting.setup("ja")
     try:
         assert "番目の入力" in exercises.result("99.1", lambda x: x + 1).message
-        assert exercises.result("99.1", lambda x: 2 * x).message == "✓ 99.1：6 通りの入力すべてで正解です。"
+        assert exercises.result("99.1", lambda x: 2 * x).message == "✓ 99.1：全 6 通りの入力で正解です。"
     finally:
         plotting.setup("en")
     assert exercises.result("99.1", lambda x: 2 * x).message == "✓ 99.1: correct on all 6 inputs."
@@ -211,13 +225,13 @@ def test_messages_follow_the_page_language(scratch):
 def test_the_twins_print_the_same_numbers(scratch):
     for answer in (lambda x: 2 * x, lambda x: x + 1, lambda x: None, lambda x: 1 / 0, lambda x: x[:0]):
         en, ja = (exercises.result("99.1", answer, lang=lang).message for lang in ("en", "ja"))
-        assert re.findall(r"\d+", en.split("\n")[0]) == re.findall(r"\d+", ja.split("\n")[0]), (en, ja)
+        assert re.findall(r"\d+", en) == re.findall(r"\d+", ja), (en, ja)
 
 
 def test_errors_none_shapes_and_non_functions_are_reported_not_raised(scratch):
-    assert "raised an error on input 1 of 6: ZeroDivisionError" in exercises.result("99.1", lambda x: 1 / 0).message
+    assert "raised an error\n  on input 1 of 6:\n  ZeroDivisionError" in exercises.result("99.1", lambda x: 1 / 0).message
     assert "returned None" in exercises.result("99.1", lambda x: None).message
-    assert "expected shape (1,), got shape (0,)" in exercises.result("99.1", lambda x: x[:0]).message
+    assert "expected shape (1,),\n  got shape (0,)" in exercises.result("99.1", lambda x: x[:0]).message
     assert "must be a function" in exercises.result("99.1", 3).message
 
 
@@ -265,15 +279,15 @@ def test_a_mistake_is_named_only_when_the_answer_agrees_with_it_everywhere(monke
         Exercise(id="99.10", kind="choice", reference=lambda: "b", choices=("a", "b"),
                  mistakes=(exercises.Mistake("not a", "a ではない", answer="a"),)),
     )
-    assert exercises.result("99.8", lambda x: 4 * x, lang="en").message.endswith("\n✗ 99.8: doubled")
-    assert exercises.result("99.8", lambda x: 4 * x, lang="ja").message.endswith("\n✗ 99.8：2 倍")
+    assert exercises.result("99.8", lambda x: 4 * x, lang="en").message.endswith("\n✗ 99.8: a common mistake:\n  doubled")
+    assert exercises.result("99.8", lambda x: 4 * x, lang="ja").message.endswith("\n✗ 99.8：よくある間違いです。\n  2 倍")
     # agrees with the mistake on the failing (first) input only: not named
     first_only = lambda x: 4 * x if x.shape == (2,) else x
     assert "doubled" not in exercises.result("99.8", first_only, lang="en").message
-    assert exercises.result("99.8", lambda x: -x, lang="en").message.endswith("✗ 99.8: negative")
-    assert exercises.result("99.9", 1.05, lang="en").message.endswith("\n✗ 99.9: a tenth")
+    assert exercises.result("99.8", lambda x: -x, lang="en").message.endswith("✗ 99.8: a common mistake:\n  negative")
+    assert exercises.result("99.9", 1.05, lang="en").message.endswith("\n✗ 99.9: a common mistake:\n  a tenth")
     assert "a tenth" not in exercises.result("99.9", 2.0, lang="en").message
-    assert exercises.result("99.10", "A", lang="ja").message.endswith("\n✗ 99.10：a ではない")
+    assert exercises.result("99.10", "A", lang="ja").message.endswith("\n✗ 99.10：よくある間違いです。\n  a ではない")
 
 
 def test_check_prints_the_message(scratch, capsys):
@@ -286,11 +300,11 @@ def test_a_zero_one_array_is_not_a_mask(monkeypatch):
     exercises.register(Exercise(id="99.4", kind="function", reference=lambda T: jnp.ones((T, T), dtype=bool),
                                 edge_cases=({"T": 2},)))
     message = exercises.result("99.4", lambda T: jnp.ones((T, T), dtype=jnp.int32), lang="en").message
-    assert "(expected dtype bool, got dtype int32)" in message
+    assert "(expected dtype bool,\n  got dtype int32)" in message
 
 
 def test_an_unedited_starter_is_told_to_answer(scratch):
-    assert exercises.result("99.2", ..., lang="en").message == "✗ 99.2: no answer yet: replace the ... with yours."
+    assert exercises.result("99.2", ..., lang="en").message == "✗ 99.2: no answer yet.\n  Replace the ... with yours."
     assert "まだ答えがありません" in exercises.result("99.1", ..., lang="ja").message
 
 
@@ -304,4 +318,4 @@ def test_lists_count_as_tuples_or_arrays_and_nan_is_not_a_number(monkeypatch):
     assert exercises.result("99.5", lambda n: [jnp.ones(n), jnp.eye(n)]).passed
     assert not exercises.result("99.5", lambda n: [jnp.eye(n), jnp.ones(n)]).passed
     assert exercises.result("99.6", lambda n: [[1.0, 0.0], [0.0, 1.0]]).passed
-    assert "must be a number; got nan" in exercises.result("99.7", float("nan"), lang="en").message
+    assert "must be a number;\n  got nan" in exercises.result("99.7", float("nan"), lang="en").message

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import pytest
 
-from tools import sitecheck
+from tools import figure_fonts, sitecheck
 from tools.screenshots import CHROMIUM_ARGS, QuietHandler
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -539,7 +539,9 @@ VIEW_JS = TYPESET + LAYOUT_FUNCTION + r"""
     links: Array.prototype.map.call(document.querySelectorAll("a.lang-switch"), function (a) {
       return {href: a.href, visible: shown(a)}; }),
     lang: document.documentElement.lang, title: document.title,
-    typeset: document.querySelectorAll("mjx-container").length, axe: null, layout: null};
+    typeset: document.querySelectorAll("mjx-container").length, axe: null, layout: null,
+    column: (function (m) { return m ? m.getBoundingClientRect().width : null; })(
+      document.querySelector("main#quarto-document-content"))};
   var audit = window.axe ? axe.run(document, {resultTypes: ["violations"]}).then(function (r) {
     return r.violations.filter(function (v) { return v.impact === "serious" || v.impact === "critical"; })
       .map(function (v) { return {id: v.id, impact: v.impact, help: v.help,
@@ -622,6 +624,18 @@ def test_wide_equations_outputs_code_and_tables_scroll_in_their_own_box(layout, 
     assert not problems, "\n" + problems
 
 
+def test_figure_text_is_sized_for_the_measured_column(views) -> None:
+    """tools.figure_fonts reads a figure's smallest text on the page from the text column's width at 1280 and
+    390 px (COLUMN_PX, PHONE_COLUMN_PX): every chapter's column is that wide."""
+    expected = {1280: figure_fonts.COLUMN_PX, 390: figure_fonts.PHONE_COLUMN_PX}
+    chapters = [(width, page, view["column"]) for (width, page), view in views.items()
+                if width in expected and re.search(r"/\d\d-[^/]+\.html$", page)]
+    assert len(chapters) >= 2 * len(LANGS) * 10
+    wrong = [f"{page} at {width} px: {column} px, figure_fonts says {expected[width]}"
+             for width, page, column in chapters if column is None or abs(column - expected[width]) > 1]
+    assert not wrong, "\n" + "\n".join(wrong)
+
+
 def test_japanese_references_read_naturally(site: Built) -> None:
     """「Press, Smith, と Lewis 2022」 was CSL's Japanese "and"; site/book.csl keeps the Latin form."""
     html = (site.path / "ja" / "chapters" / "ja" / "references.html").read_text("utf-8")
@@ -649,3 +663,475 @@ def test_axe_finds_no_serious_or_critical_violation(axe_results: dict[str, list[
     problems = [f"{page}: {v['impact']} {v['id']} ({v['help']}) on {v['count']} element(s): "
                 + ", ".join(v["nodes"]) for page, found in axe_results.items() for v in found]
     assert not problems, "\n" + "\n".join(problems)
+
+
+# ---------------------------------------------------------------------------------------------
+# Interactive figures (site/widgets/): each driven in Chromium and compared with attnbook
+#
+# A widget writes what it shows into data attributes (site/widgets/widgets.js): the plotted numbers
+# (data-values, JSON rounded to 1e-7) on each figure, its settings and the numbers it drew on its root.
+# Each test loads one chapter page over HTTP in the session's browser, sets the controls as a reader
+# would (a range input's value and an `input` event, a click, a key), and compares the figure with the
+# library on the same inputs. Each names, in its docstring, a break it catches.
+
+WIDGET_ATOL = 1e-5
+
+# Sets a control by its data-control name: a range input or <select> with data-choices (the values its
+# positions stand for) is moved to the position of `value`; a checkbox is clicked when it differs.
+SET_CONTROL = """
+var root = document.querySelector(arguments[0]), value = arguments[2];
+var input = root.querySelector('[data-control="' + arguments[1] + '"]');
+if (input.type === "checkbox") { if (input.checked !== value) input.click(); return; }
+var choices = input.dataset.choices ? JSON.parse(input.dataset.choices) : null;
+var position = choices ? choices.indexOf(value) : value;
+if (position < 0) throw new Error(arguments[1] + ": no choice " + value + " in " + input.dataset.choices);
+input.value = String(position);
+input.dispatchEvent(new Event(input.tagName === "SELECT" ? "change" : "input", {bubbles: true}));
+"""
+
+
+def mulberry32_normals(seed: int, count: int) -> list[float]:
+    """The standard normal numbers W.rng(seed).normals(count) draws in the browser (site/widgets/widgets.js:
+    mulberry32 uniforms, Box-Muller with the second value dropped), for a test that replicates a draw."""
+    import math
+
+    state, out = seed & 0xFFFFFFFF, []
+
+    def uniform() -> float:
+        nonlocal state
+        state = (state + 0x6D2B79F5) & 0xFFFFFFFF
+        x = (((state ^ (state >> 15)) * (state | 1)) & 0xFFFFFFFF)
+        x ^= (x + (((x ^ (x >> 7)) * (x | 61)) & 0xFFFFFFFF)) & 0xFFFFFFFF
+        return ((x ^ (x >> 14)) & 0xFFFFFFFF) / 4294967296
+
+    for _ in range(count):
+        u, v = 1 - uniform(), uniform()
+        out.append(math.sqrt(-2 * math.log(u)) * math.cos(2 * math.pi * v))
+    return out
+
+
+class Widget:
+    """One widget on a chapter page, loaded in the browser: read its attributes, set its controls."""
+
+    def __init__(self, driver, base: str, lang: str, chapter: str, name: str) -> None:
+        """`base`: the site's url, over HTTP (the `server` fixture) or file:// (base_url)."""
+        self.driver, self.root = driver, f'.attn-widget[data-widget="{name}"]'
+        driver.get(f"{base}/{lang}/chapters/{lang}/{chapter}.html")
+        state = wait_for(driver, lambda d: d.execute_script(
+            "var e = document.querySelector(arguments[0]);"
+            "return e && (e.dataset.error ? 'error: ' + e.dataset.error : e.dataset.ready);", self.root),
+            f"the widget {name} to start")
+        assert state == "true", f"{name}: {state}"
+
+    def attribute(self, name: str, figure: str | None = None, series: str | None = None):
+        """The JSON in attribute `name` of the root, or of its plot with data-figure=`figure` (and of that
+        plot's series with data-series=`series`)."""
+        import json
+        where = self.root + (f' [data-figure="{figure}"]' if figure else "") + (
+            f' [data-series="{series}"]' if series else "")
+        return json.loads(self.driver.execute_script(
+            "return document.querySelector(arguments[0]).getAttribute(arguments[1]);", where, name))
+
+    def values(self, figure: str, series: str | None = None):
+        """What a plot shows (data-values) as a float64 array: a heat-map's matrix, a series' y."""
+        import numpy as np
+        return np.asarray(self.attribute("data-values", figure, series), dtype=np.float64)
+
+    def set(self, control: str, value) -> None:
+        self.driver.execute_script(SET_CONTROL, self.root, control, value)
+
+    def element(self, css: str):
+        from selenium.webdriver.common.by import By
+        return self.driver.find_element(By.CSS_SELECTOR, f"{self.root} {css}")
+
+
+def test_widget_sinusoidal_encoding_agrees_with_the_library(site: Built, server: str, browser) -> None:
+    """Chapter 1: the heat-map is attnbook.positional.sinusoidal_encoding(64, d, base) and the curve is
+    PE[p] . PE[p+k], k = 0..63, for two settings; the arrow key moves d. Catches, e.g., a widget that
+    swaps sin and cos or uses 2i/d with i the column (not the pair) in its exponent."""
+    import numpy as np
+    from selenium.webdriver.common.keys import Keys
+
+    from attnbook import positional
+
+    widget = Widget(browser(), server, "en", "01-positional-encoding", "ch01-sinusoidal")
+    assert widget.attribute("data-d") == 32
+    widget.element('[data-control="d"]').send_keys(Keys.ARROW_RIGHT)  # keyboard: the next width, 48
+    assert widget.attribute("data-d") == 48
+    for d, base, p in ((16, 100, 5), (128, 1_000_000, 150)):
+        widget.set("d", d)
+        widget.set("base", base)
+        widget.set("p", p)
+        assert (widget.attribute("data-d"), widget.attribute("data-base"), widget.attribute("data-p")) == (d, base, p)
+        pe = np.asarray(positional.sinusoidal_encoding(64, d, base=float(base)), dtype=np.float64)
+        np.testing.assert_allclose(widget.values("encoding"), pe, rtol=0, atol=WIDGET_ATOL)
+        rows = np.asarray(positional.sinusoidal_encoding(p + 64, d, base=float(base)), dtype=np.float64)
+        # PE in float32 (the library's dtype): each entry within 6e-8, so a sum of d products within d * 1.2e-7.
+        np.testing.assert_allclose(widget.values("dots", "dots"), rows[p:] @ rows[p], rtol=0,
+                                   atol=WIDGET_ATOL + d * 1.2e-7)
+
+
+def test_widget_softmax_saturation_agrees_with_jax(site: Built, server: str, browser) -> None:
+    """Chapter 2: for the page's fixed draw (data-q, data-keys: the same seeded draw as in Python), the
+    weights with and without the 1/sqrt(d_k) scale are jax.nn.softmax of the same scores, for two
+    (d_k, temperature). Catches, e.g., a widget that scales by 1/d_k or forgets the temperature in one of
+    the two."""
+    import jax
+    import numpy as np
+
+    widget = Widget(browser(), server, "en", "02-scaled-dot-product-attention", "ch02-saturation")
+    q, keys = np.asarray(widget.attribute("data-q")), np.asarray(widget.attribute("data-keys"))
+    assert q.shape == (256,) and keys.shape == (8, 256)
+    draw = np.asarray(mulberry32_normals(2, 9 * 256))  # the seeded generator: the same numbers in Python
+    np.testing.assert_allclose(np.concatenate([q, keys.ravel()]), draw, rtol=0, atol=1e-7)
+    for d, tau in ((64, 1), (256, 0.5)):
+        widget.set("d", d)
+        widget.set("tau", tau)
+        scores = keys[:, :d] @ q[:d] / tau
+        np.testing.assert_allclose(widget.values("weights", "plain"), jax.nn.softmax(scores), rtol=0, atol=WIDGET_ATOL)
+        np.testing.assert_allclose(widget.values("weights", "scaled"), jax.nn.softmax(scores / np.sqrt(d)),
+                                   rtol=0, atol=WIDGET_ATOL)
+    assert widget.values("weights", "plain").max() > 0.99 > widget.values("weights", "scaled").max()
+
+
+def test_widget_mask_agrees_with_the_library(site: Built, server: str, browser) -> None:
+    """Chapter 3: each preset's mask is attnbook.masking's (none, causal_mask, padding_mask, sliding_window_mask),
+    and the weights under it, and under a mask built by clicks and keys with a fully masked row, are
+    attnbook.attention.scaled_dot_product_attention's (zeros for that row), on the Japanese page opened from
+    disk. Catches, e.g., a widget that
+    gives a fully masked row uniform weights or NaN, or a causal preset that is transposed."""
+    import jax
+    import numpy as np
+    from selenium.webdriver.common.keys import Keys
+
+    from attnbook import attention, masking
+
+    # The Japanese page opened from disk (file://): the scripts load by relative urls, labels follow <html lang>.
+    widget = Widget(browser(), base_url("file", site, server), "ja", "03-masking", "ch03-mask")
+    assert widget.element('[data-preset="causal"]').text == "因果マスク"
+    q, k = np.asarray(widget.attribute("data-q")), np.asarray(widget.attribute("data-k"))
+    assert q.shape == k.shape == (6, 4)
+
+    # One compilation for every mask (op by op, the first call alone took 3 s on the loaded machine).
+    weights_under = jax.jit(lambda mask: attention.scaled_dot_product_attention(q, k, np.eye(6), mask=mask)[1])
+
+    def check(expected_mask=None) -> np.ndarray:
+        mask = np.asarray(widget.attribute("data-mask"), dtype=bool)
+        if expected_mask is not None:
+            np.testing.assert_array_equal(mask, expected_mask)
+        np.testing.assert_allclose(widget.values("weights"), weights_under(mask), rtol=0, atol=WIDGET_ATOL)
+        return mask
+
+    presets = {"none": np.ones((6, 6), bool), "padding": masking.padding_mask(np.array([4]), 6)[0],
+               "window": masking.sliding_window_mask(6, 3), "causal": masking.causal_mask(6)}
+    for name, expected in presets.items():
+        widget.element(f'[data-preset="{name}"]').click()
+        check(np.asarray(expected))
+    for i, j in ((2, 0), (2, 1), (2, 2), (0, 5)):  # forbid every key of query 2; let query 0 see key 5
+        widget.element(f'[data-cell="{i},{j}"]').click()
+    widget.element('[data-cell="4,1"]').send_keys(Keys.SPACE)  # keyboard: forbid key 1 for query 4
+    mask = check()
+    assert not mask[2].any() and mask[0, 5] and not mask[4, 1]
+    assert not widget.values("weights")[2].any()  # the fully masked row: zeros, as the library returns
+
+
+def test_widget_aft_local_agrees_with_the_library(site: Built, server: str, browser) -> None:
+    """Chapter 5: AFT-local's weights for the page's fixed keys K and bias w (data-k, data-w) are
+    attnbook.aft.aft_local's on one channel per key (v = identity, q = 0, so the output is half the weights),
+    and the framed window is |t - t'| < s, for two (T, s, causal), the second causal with s >= T (AFT-full).
+    Catches, e.g., a widget that masks
+    the keys outside the window (local attention) instead of giving them the bias 0."""
+    import numpy as np
+
+    from attnbook import aft
+
+    widget = Widget(browser(), server, "en", "05-attention-free-transformer", "ch05-aft-local")
+    keys, w = np.asarray(widget.attribute("data-k")), np.asarray(widget.attribute("data-w"))
+    assert keys.shape == (16,) and w.shape == (16, 16)
+    for length, window, causal in ((12, 3, False), (9, 16, True)):  # each a compilation of aft_local
+        widget.set("T", length)
+        widget.set("s", window)
+        widget.set("causal", causal)
+        assert (widget.attribute("data-t"), widget.attribute("data-s"), widget.attribute("data-causal")) == (
+            length, window, causal)
+        k = np.repeat(keys[:length, None], length, axis=1)  # (T, T): key t' in every channel
+        out = aft.aft_local(np.zeros((length, length)), k, np.eye(length), w[:length, :length], window, causal=causal)
+        np.testing.assert_allclose(widget.values("weights"), 2 * np.asarray(out), rtol=0, atol=WIDGET_ATOL)
+        offsets = np.abs(np.arange(length)[:, None] - np.arange(length)[None, :])
+        np.testing.assert_array_equal(widget.attribute("data-window", "weights"), offsets < window)
+
+
+# ---------------------------------------------------------------------------------------------
+# Interactive figures of stored results and trained models (chapters 4 and 6-10)
+#
+# These widgets show benchmarks and trained models: their data (site/widgets/chNN-data.js) is exported by
+# tools/export_widget_data.py from bench/results/ (tests/test_export_widget_data.py checks that each file is
+# what the tool writes now). Each test below drives one widget as the tests above do, and compares what it
+# shows with the stored CSV files, read here on their own, and with attnbook's functions on the same inputs.
+
+STORED = ROOT / "bench" / "results"
+
+
+def stored_rows(name: str) -> list[dict[str, str]]:
+    import csv
+    with open(STORED / name, encoding="utf-8", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def raw(widget: Widget, name: str) -> str:
+    """A root attribute's text (the control's value as the widget names it), not JSON."""
+    return widget.driver.execute_script("return document.querySelector(arguments[0]).getAttribute(arguments[1]);",
+                                        widget.root, name)
+
+
+def test_widget_kv_cache_agrees_with_the_library_and_the_stored_runs(site: Built, server: str, browser) -> None:
+    """Chapter 10: for each task and G, the cache shown is attnbook.kv.cache_bytes_per_token of the task's layer
+    with kv_heads = G, times T tokens and l layers, and the quality shown is each seed's stored result
+    (kv_heads_recall.csv: accuracy; kv_heads_quality.csv: excess after 300 steps from scratch). Catches,
+    e.g., a widget that counts the query heads H instead of G, forgets the values' half, or shows another
+    G's row."""
+    import equinox as eqx
+    import jax
+    import numpy as np
+
+    from attnbook import kv
+    from attnbook.mha import MultiHeadAttention
+
+    widget = Widget(browser(), server, "en", "10-smaller-caches", "ch10-kv-heads")
+    recall = stored_rows("kv_heads_recall.csv")
+    quality = stored_rows("kv_heads_quality.csv")
+    expected = {
+        "recall": (8, {g: [float(r["accuracy"]) for r in recall if r["method"] == "trained" and r["kv_heads"] == str(g)]
+                       for g in (8, 4, 2, 1)}),
+        "markov": (4, {g: [float(r["excess"]) for r in quality if r["method"] == "from_scratch"
+                           and r["kv_heads"] == str(g) and r["steps"] == "300"] for g in (4, 2, 1)})}
+    @functools.cache
+    def per_token(heads: int, g: int) -> int:
+        """kv.cache_bytes_per_token of the task's layer (d_model 32) with G key/value heads; the layer is built
+        abstractly (equinox.filter_eval_shape: its sizes, no weights drawn)."""
+        layer = eqx.filter_eval_shape(MultiHeadAttention, 32, heads, 32 // heads, kv_heads=g, key=jax.random.key(0))
+        return kv.cache_bytes_per_token(layer)
+
+    for task, t, layers in (("recall", 4096, 2), ("markov", 131072, 80), ("recall", 256, 1)):
+        heads, results = expected[task]
+        widget.set("task", task)
+        widget.set("T", t)
+        widget.set("layers", layers)
+        for g in results:
+            widget.set("g", g)
+            assert (raw(widget, "data-task"), widget.attribute("data-g")) == (task, g)
+            assert widget.attribute("data-bytes") == per_token(heads, g) * t * layers
+            np.testing.assert_allclose(widget.attribute("data-quality"), results[g], rtol=0, atol=5e-4)
+        np.testing.assert_allclose(widget.values("cache", "cache"),
+                                   [per_token(heads, g) * t * layers / 1024 for g in sorted(results)], rtol=1e-7)
+    assert per_token(8, 8) == 2 * 8 * 4 * 4  # MHA: a key and a value of 4 numbers per head, float32
+
+
+def seed_mean_curve(rows: list[dict], column: str, value: str, length: int):
+    """The loss at each position of a per-position CSV's rows with `column` = `value` at eval_length `length`, mean
+    over the seeds (chapters 8 and 9 store one row per seed and position)."""
+    import numpy as np
+    table: dict[str, list[float]] = {}
+    for r in rows:
+        if r[column] == value and r["eval_length"] == str(length):
+            table.setdefault(r["seed"], [0.0] * length)[int(r["position"])] = float(r["loss"])
+    return np.mean(list(table.values()), axis=0)
+
+
+def test_widget_per_position_loss_agrees_with_the_stored_runs(site: Built, server: str, browser) -> None:
+    """Chapter 8: for three encodings and lengths, the curve is positions_per_position.csv's loss at each position,
+    mean over the seeds (shown to 2 decimals), with the optimum and current-token rows of the same length, and
+    the summary is each seed's loss of positions_extrapolation.csv (all positions at L, beyond L otherwise).
+    Catches, e.g., a widget that shows 8L's curve whatever the length, or one seed instead of the mean."""
+    import numpy as np
+
+    widget = Widget(browser(), server, "ja", "08-positions-measured", "ch08-per-position")
+    rows, summary = stored_rows("positions_per_position.csv"), stored_rows("positions_extrapolation.csv")
+
+    def curve(encoding: str, length: int):
+        return seed_mean_curve(rows, "encoding", encoding, length)
+
+    for encoding, length in (("alibi", 256), ("sinusoidal", 64), ("t5", 32)):
+        widget.set("encoding", encoding)
+        widget.set("length", length)
+        assert (raw(widget, "data-encoding"), widget.attribute("data-length")) == (encoding, length)
+        for name in (encoding, "optimum", "current_token"):
+            np.testing.assert_allclose(widget.values("loss", name), curve(name, length), rtol=0, atol=0.005 + 1e-9)
+        field = "loss_all" if length == 32 else "loss_beyond_L"
+        np.testing.assert_allclose(widget.attribute("data-summary"),
+                                   [float(r[field]) for r in summary
+                                    if r["encoding"] == encoding and r["eval_length"] == str(length)], rtol=0, atol=5e-4)
+
+
+def test_widget_cost_agrees_with_the_stored_benchmark(site: Built, server: str, browser) -> None:
+    """Chapter 6: at four lengths and both passes, each method's row shows attention_cost.csv's median time (ms, 3
+    significant digits) where it was measured, its temporary memory (MiB) and its status (skipped over the time or
+    the memory limit: where it runs out); the plots carry the same numbers. The memory is XLA's analysis, stored:
+    attnbook has no formula for it (attnbook.cost.temporary_bytes measures it). Catches, e.g., a widget that shows
+    the fastest run instead of the median, or a time where the benchmark skipped the run."""
+    import numpy as np
+
+    widget = Widget(browser(), server, "en", "06-cost-of-attention", "ch06-cost")
+    rows = stored_rows("attention_cost.csv")
+    methods = ["attention", "jax.nn", "chunked", "aft-full", "aft-local", "aft-simple", "aft-conv"]
+    for t, mode in ((128, "forward"), (16384, "forward"), (32768, "forward+backward"), (131072, "forward")):
+        widget.set("T", t)
+        widget.set("mode", mode)
+        assert (widget.attribute("data-t"), raw(widget, "data-mode")) == (t, mode)
+        shown = widget.driver.execute_script(
+            "return Array.from(document.querySelectorAll(arguments[0] + ' tr[data-method]')).map(function (r) {"
+            "return [r.dataset.method, r.dataset.status, JSON.parse(r.dataset.ms), +r.dataset.mib]; });", widget.root)
+        assert [s[0] for s in shown] == methods
+        for method, status, ms, mib in shown:
+            row = next(r for r in rows if r["method"] == method and r["mode"] == mode and r["T"] == str(t))
+            assert status == row["status"].removeprefix("skipped: ")
+            if status == "measured":
+                np.testing.assert_allclose(ms, float(row["seconds"]) * 1e3, rtol=5e-3)
+            else:
+                assert ms is None
+            np.testing.assert_allclose(mib, float(row["temp_bytes"]) / 2**20, rtol=5e-3)
+    for method in methods:  # the plots of the last pass: measured times and planned memory, log10
+        chosen = sorted((r for r in rows if r["method"] == method and r["mode"] == "forward"), key=lambda r: int(r["T"]))
+        np.testing.assert_allclose(widget.values("memory", method),
+                                   np.log10([float(r["temp_bytes"]) / 2**20 for r in chosen]), rtol=0, atol=3e-3)
+        np.testing.assert_allclose(widget.values("time", method),
+                                   np.log10([float(r["seconds"]) * 1e3 for r in chosen if r["status"] == "measured"]),
+                                   rtol=0, atol=3e-3)
+    assert "jax.nn" in widget.element(".aw-note").text and "AFT-simple" not in widget.element(".aw-note").text
+
+
+def test_widget_rope_scaling_agrees_with_the_stored_runs(site: Built, server: str, browser) -> None:
+    """Chapter 9: for three methods and lengths, the curve is rope_scaling_per_position.csv's loss at each position,
+    mean over the seeds (2 decimals), with plain RoPE's, and each seed's excess beyond L is rope_scaling.csv's.
+    Catches, e.g., a widget that shows another length's curve for a stretched method (whose curve depends on
+    s = T / L) or plain RoPE's numbers for every method."""
+    import numpy as np
+
+    widget = Widget(browser(), server, "en", "09-longer-contexts", "ch09-scaling")
+    rows, summary = stored_rows("rope_scaling_per_position.csv"), stored_rows("rope_scaling.csv")
+
+    def curve(method: str, length: int):
+        return seed_mean_curve(rows, "method", method, length)
+
+    for method, length in (("ntk", 256), ("pi", 64), ("yarn", 128)):
+        widget.set("method", method)
+        widget.set("length", length)
+        assert (raw(widget, "data-method"), widget.attribute("data-length")) == (method, length)
+        for name in (method, "rope", "optimum"):
+            np.testing.assert_allclose(widget.values("loss", name), curve(name, length), rtol=0, atol=0.005 + 1e-9)
+        np.testing.assert_allclose(widget.attribute("data-excess"),
+                                   [float(r["excess_beyond_L"]) for r in summary
+                                    if r["method"] == method and r["eval_length"] == str(length)], rtol=0, atol=5e-4)
+
+
+def test_widget_heads_agree_with_the_stored_layer(site: Built, server: str, browser) -> None:
+    """Chapter 4: for every query token, each head's weights are those of the layer stored in bench/results/widgets/
+    (equinox.tree_deserialise_leaves into chapter 4's mha(key_bias_positions=5)) on input 0 of the chapter's inputs
+    (default_rng(2023)), recomputed here with attnbook; the arrow key moves the token. Catches, e.g., a widget
+    that shows the weights to a token (a column) instead of from it (a row), or numbers tokens from 0."""
+    import numpy as np
+    from selenium.webdriver.common.keys import Keys
+
+    from tools import export_widget_data as export
+
+    widget = Widget(browser(), server, "en", "04-multi-head-attention", "ch04-heads")
+    x = export.chapter4_inputs()[0]
+    _, weights = export.chapter4_layer()(x, x, x)  # (heads, query, key)
+    assert widget.attribute("data-query") == 1
+    widget.element('[data-control="query"]').send_keys(Keys.ARROW_RIGHT)  # keyboard: token 2
+    assert widget.attribute("data-query") == 2
+    for token in (1, 3, 5):
+        widget.set("query", token)
+        np.testing.assert_allclose(widget.values("weights"), np.asarray(weights)[:, token - 1, :], rtol=0, atol=5e-4 + 1e-7)
+    assert "4, 5, 6, 7" in widget.element(".aw-note").text  # the chapter's caption: heads 4 to 7 read token 2
+
+
+def test_widget_decoding_agrees_with_the_library(site: Built, server: str, browser) -> None:
+    """Chapter 7: for two strings and three steps, the decoded tokens are those of transformer.greedy_decode_cached
+    on the model stored in bench/results/widgets/ (tools/export_widget_data.py checks that greedy_decode agrees),
+    and the counts are what the two functions
+    compute: the keys projected by each self- and cross-attention layer and the scores of each self-attention
+    layer, recorded while jax traces them (lax.scan's step is one traced function, run n times). The
+    cached step's cross.project(h, h, h)[0] keeps only the query, so only projections of the source's S rows
+    count for cross-attention. Catches, e.g., a widget that counts the prefix (t rows) instead of the fixed
+    buffer without the cache, or recomputes the source's keys at every cached step."""
+    import jax
+    import numpy as np
+
+    from attnbook import mha, transformer
+    from tools import export_widget_data as export
+
+    model = export.chapter7_model()
+    n, blocks = 8, len(model.decoder.blocks)
+
+    def record(decode, source):
+        """What one step of the decoding loop computes, summed over the blocks: self-attention
+        keys, source keys projected and self-attention scores, from one trace of the function that `decode` runs
+        under jit (its __wrapped__ Python function, traced by jax.eval_shape: no compilation, and no cached trace
+        skips the Python code; lax.scan traces its step once and runs that same step n times); and the source keys
+        projected before the loop (projections with no attend)."""
+        calls = []
+        project, attend, scan = mha.MultiHeadAttention.project, mha.MultiHeadAttention.attend, jax.lax.scan
+
+        def counting_project(self, q, k, v):
+            calls.append(("project", k.shape[0]))
+            return project(self, q, k, v)
+
+        def counting_attend(self, q, k, v, *args, **kwargs):
+            calls.append(("attend", q.shape[0] * k.shape[0]))
+            return attend(self, q, k, v, *args, **kwargs)
+
+        def marked_scan(*args, **kwargs):
+            calls.append(("scan", 0))
+            return scan(*args, **kwargs)
+
+        mha.MultiHeadAttention.project, mha.MultiHeadAttention.attend = counting_project, counting_attend
+        jax.lax.scan = marked_scan
+        try:
+            jax.eval_shape(lambda: decode.__wrapped__(model, source, n, transformer.START))
+        finally:
+            mha.MultiHeadAttention.project, mha.MultiHeadAttention.attend = project, attend
+            jax.lax.scan = scan
+        start = calls.index(("scan", 0))
+        before, body = calls[:start], calls[start + 1:]
+        pairs = [(body[i][1], body[i + 1][1]) for i in range(0, len(body), 2)]
+        assert all(body[i][0] == "project" and body[i + 1][0] == "attend" for i in range(0, len(body), 2))
+        assert len(pairs) % (2 * blocks) == 0  # every block: self-attention, then cross-attention
+        step = pairs[:2 * blocks]  # one trace of the step
+        lone = [size for i, (kind, size) in enumerate(before)  # a projection with no attend: the source's, once
+                if kind == "project" and (i + 1 == len(before) or before[i + 1][0] != "attend")]
+        return {
+            "self_kv": sum(keys for keys, _ in step[0::2]),
+            "cross_kv": sum(keys for keys, _ in step[1::2] if keys == n),  # the source's S = 8 rows, not (h, h, h)
+            "scores": sum(scores for _, scores in step[0::2])}, sum(lone)
+
+    widget = Widget(browser(), server, "en", "07-transformer", "ch07-decoding")
+    for string in (0, 3):
+        widget.set("string", string)
+        source = np.asarray(widget.attribute("data-source"), dtype=np.int32)
+        # Compiling a decoder costs seconds: the tokens come from the cached one here; the export tool checks that
+        # transformer.greedy_decode gives the same tokens for every string it exports.
+        tokens = [int(v) for v in transformer.greedy_decode_cached(model, source, n, transformer.START)[0]]
+        for step in (1, 8):
+            widget.set("step", step)
+            assert widget.attribute("data-decoded") == tokens[:step]
+    # The counts do not depend on the string. greedy_decode and greedy_decode_cached check their arguments and
+    # run these two jitted functions.
+    (plain, plain_before), (cached, cached_before) = (record(transformer._greedy, source),
+                                                      record(transformer._greedy_cached, source))
+    for step in (1, 4, 8):
+        widget.set("step", step)
+        assert widget.attribute("data-step") == step
+        counts = widget.attribute("data-counts")
+        for name, steps, before in (("plain", plain, plain_before), ("cached", cached, cached_before)):
+            shown = counts[name]
+            assert shown["self_kv"] * blocks == steps["self_kv"]
+            assert shown["self_kv_total"] * blocks == step * steps["self_kv"]
+            assert shown["cross_kv_total"] * blocks == before + step * steps["cross_kv"]
+            assert shown["scores"] * blocks == steps["scores"]
+            assert shown["scores_total"] * blocks == step * steps["scores"]
+        states = widget.driver.execute_script(
+            "return Array.from(document.querySelectorAll(arguments[0] + ' .aw-row')).map(function (r) {"
+            "return Array.from(r.children).map(function (c) { return c.dataset.state; }); });", widget.root)
+        assert states[0].count("padding") == n - step and states[1].count("computed") == 1
+        assert states[1].count("cached") == step - 1

@@ -5,7 +5,9 @@
 
 Each notebook runs top to bottom in a fresh ``python3`` kernel whose working directory is the
 notebook's folder (as nbval runs it in CI) and is saved with its new outputs; cell metadata and
-tags are kept. The seconds each notebook took are reported against the book's budget. A failing
+tags are kept. Adjacent pieces of one stream (stdout or stderr) are joined into one output, as a
+reader's Jupyter shows them: a kernel under load flushes a cell's printing in several pieces, and the
+site would draw each piece in a box of its own. The seconds each notebook took are reported against the book's budget. A failing
 cell stops the run with the notebook, the cell and the error, and that notebook is left as it was.
 """
 
@@ -51,8 +53,24 @@ def execute(path: Path, timeout: int = 300, kernel: str = "python3") -> float:
         where = f"cell {index + 1}" if index is not None else "start-up"
         raise ExecutionFailed(f"{path}: {where} failed\n{error}") from error
     seconds = time.perf_counter() - start
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs = join_streams(cell.outputs)
     nbformat.write(nb, path)
     return seconds
+
+
+def join_streams(outputs: list) -> list:
+    """``outputs`` with each run of adjacent stream outputs of the same name joined into one."""
+    joined = []
+    for output in outputs:
+        last = joined[-1] if joined else None
+        if (output.get("output_type") == "stream" and last is not None and last.get("output_type") == "stream"
+                and last.get("name") == output.get("name")):
+            last["text"] = "".join(last["text"]) + "".join(output["text"])
+        else:
+            joined.append(output)
+    return joined
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -530,6 +530,40 @@ def check_offline(root: Path, site: Path) -> list[str]:
     return problems
 
 
+def neighbour_text(element: Element, step: int) -> str:
+    """The text just before (step -1) or after (step 1) ``element`` in its parent, "" at either end."""
+    siblings = element.parent.children if element.parent is not None else []
+    k = next((k for k, c in enumerate(siblings) if c is element), None)
+    if k is None or not 0 <= k + step < len(siblings):
+        return ""
+    other = siblings[k + step]
+    return other if isinstance(other, str) else other.text()
+
+
+def check_citations(root: Path, site: Path) -> list[str]:
+    """Citations as each edition's typography wants them. Japanese: a parenthetical citation sits in
+    full-width parentheses, 「（Haviv et al. 2022）」, with no space before 「（」 or after 「）」
+    (site/book-ja.csl, site/ja-citations.lua); no half-width parenthesis in a citation. English: "(Haviv
+    et al. 2022)", never a full-width parenthesis."""
+    problems = []
+    for lang in LANGS:
+        for path in edition_files(site, lang):
+            for span in main_content(parse(path)).find_all("span", "citation"):
+                text = span.text()
+                where = f"{rel(site, path)}: citation {text!r}"
+                if lang != "ja":
+                    if "（" in text or "）" in text:
+                        problems.append(f"{where} has full-width parentheses in the English edition")
+                    continue
+                if "(" in text or ")" in text:
+                    problems.append(f"{where} has half-width parentheses; the Japanese edition wants 「（…）」")
+                if " （" in text or (text.startswith("（") and neighbour_text(span, -1)[-1:].isspace()):
+                    problems.append(f"{where} has a space before 「（」")
+                if text.endswith("）") and neighbour_text(span, 1)[:1].isspace():
+                    problems.append(f"{where} has a space after 「）」")
+    return problems
+
+
 CHECKS: tuple[Callable[[Path, Path], list[str]], ...] = (
     check_pages,
     check_numbering,
@@ -542,6 +576,7 @@ CHECKS: tuple[Callable[[Path, Path], list[str]], ...] = (
     check_notebook_links,
     check_solutions,
     check_offline,
+    check_citations,
 )
 
 

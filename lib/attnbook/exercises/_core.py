@@ -7,7 +7,8 @@ the expected and the received output. For an exercise whose answer is a number o
 never prints the expected value: that would be the solution.
 
 When a wrong answer matches one of the exercise's known :class:`Mistake` s (a softmax over the wrong
-axis, a mask that hides the diagonal, ...), one more line names the mistake. Every message, the
+axis, a mask that hides the diagonal, ...), more lines name the mistake. Every line a message prints itself fits
+a phone's output column (PHONE_COLUMNS). Every message, the
 errors raised for a wrong exercise id or language included, exists in both languages.
 """
 
@@ -19,6 +20,8 @@ import importlib.util
 import math
 import numbers
 import pkgutil
+import re
+import unicodedata
 from typing import Any, Callable, Sequence
 
 import jax
@@ -40,7 +43,8 @@ def _error(en: str, ja: str) -> ValueError:
 class Mistake:
     """A common wrong answer to an exercise, and the sentence that names it, in both languages.
 
-    en, ja: the sentence (printed after ``✗ N.k:`` / ``✗ N.k：``); the two print the same numbers.
+    en, ja: the sentence (printed below ``✗ N.k: a common mistake:`` / ``✗ N.k：よくある間違いです。``, wrapped to
+        a phone's width); the two print the same numbers.
     answer: the mistake itself. For a function exercise, the reference with the mistake applied (same
         arguments): a wrong answer matches when it agrees with this function on every input of the
         check, the failing one included. For a number, the mistaken value (or a function of no arguments
@@ -171,35 +175,83 @@ def get(exercise_id: str, *, lang: str | None = None) -> Exercise:
 # Messages, in both languages. Each pair prints the same numbers in the same order (the twins'
 # outputs are compared number by number).
 
+# A message's fixed lines fit a phone: at most PHONE_COLUMNS display columns (a Japanese character takes 2; see
+# tools/bookcheck.py), the verdict on its own short line and the detail below it, indented. What a reader's answer
+# puts in (an error, an array) may be longer; a mistake's sentence is wrapped to the width (:func:`_wrap`).
+PHONE_COLUMNS = 37
+
 _MESSAGES = {
-    "pass": ("✓ {id}: correct on all {n} inputs.", "✓ {id}：{n} 通りの入力すべてで正解です。"),
+    "pass": ("✓ {id}: correct on all {n} inputs.", "✓ {id}：全 {n} 通りの入力で正解です。"),
     "pass_value": ("✓ {id}: correct.", "✓ {id}：正解です。"),
-    "fail": ("✗ {id}: wrong on input {i} of {n}.", "✗ {id}：{i} 番目の入力（全 {n} 通り）で答えが違います。"),
-    "raised": ("✗ {id}: your function raised an error on input {i} of {n}: {error}",
-               "✗ {id}：{i} 番目の入力（全 {n} 通り）で関数がエラーを出しました：{error}"),
+    "fail": ("✗ {id}: wrong on input {i} of {n}.", "✗ {id}：{i} 番目の入力（全 {n} 通り）で\n  答えが違います。"),
+    "raised": ("✗ {id}: your function raised an error\n  on input {i} of {n}:\n  {error}",
+               "✗ {id}：関数がエラーを出しました。\n  {i} 番目の入力（全 {n} 通り）：\n  {error}"),
     "input": ("  input:", "  入力："),
     "expected": ("  expected:", "  期待される値："),
     "got": ("  got:", "  答え："),
-    "shape": ("  (expected shape {expected}, got shape {got})", "  （期待される形は {expected}、答えの形は {got}）"),
-    "dtype": ("  (expected dtype {expected}, got dtype {got})", "  （期待される dtype は {expected}、答えの dtype は {got}）"),
-    "returned_none": ("✗ {id}: your function returned None on input {i} of {n}: is it written yet?",
-                      "✗ {id}：{i} 番目の入力（全 {n} 通り）で関数が None を返しました。\n  まだ実装していないのでは？"),
-    "unanswered": ("✗ {id}: no answer yet: replace the ... with yours.",
-                   "✗ {id}：まだ答えがありません。... を答えに置き換えてください。"),
-    "not_function": ("✗ {id}: the answer must be a function; got {got}.",
-                     "✗ {id}：答えは関数で渡してください。渡されたもの：{got}"),
-    "not_number": ("✗ {id}: the answer must be a number; got {got}.",
-                   "✗ {id}：答えは数で渡してください。渡されたもの：{got}"),
+    "shape": ("  (expected shape {expected},\n  got shape {got})", "  （期待される形は {expected}、\n  答えの形は {got}）"),
+    "dtype": ("  (expected dtype {expected},\n  got dtype {got})",
+              "  （期待される dtype は {expected}、\n  答えの dtype は {got}）"),
+    "returned_none": ("✗ {id}: is your function written yet?\n  It returned None on input {i} of {n}.",
+                      "✗ {id}：まだ実装していないのでは？\n  {i} 番目の入力（全 {n} 通り）で\n  関数が None を返しました。"),
+    "unanswered": ("✗ {id}: no answer yet.\n  Replace the ... with yours.",
+                   "✗ {id}：まだ答えがありません。\n  ... を答えに置き換えてください。"),
+    "not_function": ("✗ {id}: answer must be a function;\n  got {got}.",
+                     "✗ {id}：答えは関数で渡してください。\n  渡されたもの：{got}"),
+    "not_number": ("✗ {id}: answer must be a number;\n  got {got}.",
+                   "✗ {id}：答えは数で渡してください。\n  渡されたもの：{got}"),
     "too_large": ("✗ {id}: {got} is too large.", "✗ {id}：{got} は大きすぎます。"),
     "too_small": ("✗ {id}: {got} is too small.", "✗ {id}：{got} は小さすぎます。"),
-    "not_choice": ("✗ {id}: the answer must be one of {choices}; got {got}.",
-                   "✗ {id}：答えは {choices} のどれかです。渡されたもの：{got}"),
-    "wrong_choice": ("✗ {id}: {got} is not the answer; look again at what the chapter measured.",
-                     "✗ {id}：{got} ではありません。章で測った結果をもう一度見てください。"),
-    "mistake": ("✗ {id}: {what}", "✗ {id}：{what}"),
+    "not_choice": ("✗ {id}: answer must be one of\n  {choices}; got {got}.",
+                   "✗ {id}：答えは {choices} の\n  どれかです。渡されたもの：{got}"),
+    "wrong_choice": ("✗ {id}: {got} is not the answer;\n  look again at what the chapter\n  measured.",
+                     "✗ {id}：{got} ではありません。\n  章で測った結果を\n  もう一度見てください。"),
+    "mistake": ("✗ {id}: a common mistake:\n{what}", "✗ {id}：よくある間違いです。\n{what}"),
     "unknown_id": ("exercise_id must be one of {known}, got {got}",
                    "exercise_id は {known} のどれかです。渡されたもの：{got}"),
 }
+
+
+def _columns(text: str) -> int:
+    """Display columns of a line: an East Asian wide or full-width character takes two."""
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+_HIRAGANA = re.compile(r"[\u3041-\u309f]")
+_OPERATORS = "=<>+-*/^"
+_NO_BREAK_BEFORE = "、。，．：；）」』！？ー・…ぁぃぅぇぉっゃゅょァィゥェォッャュョ"
+
+
+def _wrap(text: str, width: int = PHONE_COLUMNS, indent: str = "  ") -> str:
+    """`text` as lines of at most `width` columns, each starting with `indent`, broken between words.
+
+    English breaks at spaces. Japanese also breaks after 「、」「。」「：」 and where hiragana (a particle or an
+    ending) meets the next word (kanji, katakana, a Latin letter, an opening bracket); never before closing
+    punctuation or a particle, nor next to an operator: at phrase boundaries, so no line ends inside a word or
+    a formula. A word wider than the line stays whole.
+    """
+    pieces, start = [], 0
+    for i in range(1, len(text)):
+        a, b = text[i - 1], text[i]
+        if b in _NO_BREAK_BEFORE or a in "（「『":
+            continue
+        if a == " " and (b in _OPERATORS or (i > 1 and text[i - 2] in _OPERATORS)):
+            continue  # a formula stays on one line: "j <= i", not "j" / "<= i"
+        if a == " " and _HIRAGANA.match(b):
+            continue  # a particle stays with its word: "グループ g は", not "グループ g" / "は"
+        if a == " " or a in "、。：" or (_HIRAGANA.match(a) and not _HIRAGANA.match(b) and b != " "):
+            pieces.append(text[start:i])
+            start = i
+    pieces.append(text[start:])
+    lines, line = [], ""
+    for piece in pieces:
+        if line and _columns(indent + (line + piece).rstrip()) > width:
+            lines.append(line.rstrip())
+            line = piece.lstrip()
+        else:
+            line += piece
+    lines.append(line.rstrip())
+    return "\n".join(indent + line for line in lines)
 
 
 def _say(key: str, lang: str, **fields) -> str:
@@ -310,7 +362,7 @@ def _check_function(exercise: Exercise, answer: Any, lang: str, seed: int) -> Re
                 lines.append(_say(what, lang, expected=want, got=have))
             mistake = _function_mistake(exercise, answer, cases, outputs + [got], expected)
             if mistake is not None:
-                lines.append(_say("mistake", lang, id=ident, what=mistake.ja if lang == "ja" else mistake.en))
+                lines.append(_say("mistake", lang, id=ident, what=_wrap(mistake.ja if lang == "ja" else mistake.en)))
             return Result(False, "\n".join(lines))
         outputs.append(got)
     return Result(True, _say("pass", lang, id=ident, n=n))
@@ -385,7 +437,7 @@ def _value_mistake(exercise: Exercise, answer: Any, value: float | None = None) 
 def _with_mistake(exercise: Exercise, result: Result, mistake: Mistake | None, lang: str) -> Result:
     if mistake is None:
         return result
-    line = _say("mistake", lang, id=exercise.id, what=mistake.ja if lang == "ja" else mistake.en)
+    line = _say("mistake", lang, id=exercise.id, what=_wrap(mistake.ja if lang == "ja" else mistake.en))
     return Result(result.passed, result.message + "\n" + line)
 
 

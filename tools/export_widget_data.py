@@ -1,0 +1,368 @@
+"""Export the data of the book's interactive figures (site/widgets/) from the stored results (bench/results/).
+
+    python -m tools.export_widget_data            # write site/widgets/chNN-data.js for every chapter below
+    python -m tools.export_widget_data --check    # exit 1 if a stored file differs from what this writes now
+
+The widgets of chapters 4 and 6-10 show trained models and benchmarks. Their numbers are never typed into a
+script: this tool reads them from bench/results/ (the CSV and JSON files the chapters read) and writes one
+script per chapter, ``site/widgets/chNN-data.js``, which sets ``window.AttnWidgetData["chNN"]``; the chapter's
+widget (site/widgets/chNN.js) loads it from its own folder, so it works over file:// as over HTTP (a fetch of
+a .json file would not). Only what a widget plots is exported, rounded to the precision it shows, so each
+file stays a few kB. tests/test_export_widget_data.py checks that every stored file is what this writes now.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results"
+WIDGETS = ROOT / "site" / "widgets"
+
+
+def read(name: str) -> list[dict[str, str]]:
+    with open(RESULTS / name, encoding="utf-8", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def meta(name: str) -> dict:
+    return json.loads((RESULTS / name).read_text(encoding="utf-8"))
+
+
+def rounded(x: float | str, digits: int) -> float:
+    value = round(float(x), digits)
+    return 0.0 if value == 0 else value
+
+
+# ------------------------------------------------------------------------------------------------
+# Chapter 10: KV cache size and quality against kv_heads
+
+
+def chapter10() -> dict:
+    """The two tasks of chapter 10 whose models were trained with G = kv_heads key/value heads: chapter 8's
+    Markov task (bench/kv_heads_quality.py: held-out excess over the optimum, per seed, from scratch after
+    300 steps) and multi-query associative recall (bench/kv_heads_recall.py: held-out accuracy on the
+    recalled values, per seed, after 2000 steps), with each model's sizes (the cache formula's H, d_h, layers)
+    and the baselines the chapter prints."""
+    quality, q_settings = read("kv_heads_quality.csv"), meta("kv_heads_quality.json")["settings"]
+    recall, r_settings = read("kv_heads_recall.csv"), meta("kv_heads_recall.json")["settings"]
+
+    def model(s: dict) -> dict:
+        return {"d_model": s["d_model"], "heads": s["heads"], "d_head": s["d_model"] // s["heads"],
+                "layers": s["depth"], "seeds": s["seeds"], "steps": s["steps"]}
+
+    markov = {**model(q_settings), "kv_heads": q_settings["kv_heads"], "metric": "excess",
+              "values": {str(g): [rounded(r["excess"], 3) for r in quality
+                                  if r["method"] == "from_scratch" and r["kv_heads"] == str(g)
+                                  and r["steps"] == str(q_settings["steps"])] for g in q_settings["kv_heads"]},
+              "baselines": {"current_token": rounded(next(r["excess"] for r in quality
+                                                          if r["method"] == "current_token"), 3),
+                            "optimum": 0.0}}
+    recall_task = {**model(r_settings), "kv_heads": r_settings["kv_heads"], "metric": "accuracy",
+                   "values": {str(g): [rounded(r["accuracy"], 3) for r in recall
+                                       if r["method"] == "trained" and r["kv_heads"] == str(g)]
+                              for g in r_settings["kv_heads"]},
+                   "baselines": {m: rounded(next(r["accuracy"] for r in recall if r["method"] == m), 3)
+                                 for m in ("bag_of_values", "uniform_over_values", "optimum")}}
+    return {"sources": ["bench/results/kv_heads_quality.csv", "bench/results/kv_heads_quality.json",
+                        "bench/results/kv_heads_recall.csv", "bench/results/kv_heads_recall.json"],
+            "tasks": {"markov": markov, "recall": recall_task}}
+
+
+# ------------------------------------------------------------------------------------------------
+# Chapter 4: every head's attention from one token, in the trained key-bias layer
+
+CH04_WEIGHTS = RESULTS / "widgets" / "ch04_key_bias_add_token_2.eqx"
+"""The layer of chapter 4's key-bias model trained on 'add token 2' (equinox.tree_serialise_leaves), written by
+:func:`train_chapter4` when it is missing (``--train`` rewrites it)."""
+
+
+def chapter4_layer_skeleton():
+    """Chapter 4's ``mha(key_bias_positions=5)``: 8 heads of key_dim 7 on 7 features, d_out 7, key 0."""
+    import jax
+
+    from attnbook.mha import MultiHeadAttention
+    return MultiHeadAttention(7, 8, 7, d_out=7, key=jax.random.key(0), key_bias_positions=5)
+
+
+def chapter4_inputs():
+    """Chapter 4's 1000 inputs of 5 tokens x 7 features (default_rng(2023), uniform in [0, 1))."""
+    import numpy as np
+    return np.random.default_rng(2023).random((1000, 5, 7), dtype=np.float32)
+
+
+def train_chapter4() -> None:
+    """Train the layer exactly as chapter 4's notebook does (its SelfAttentionModel without a position table,
+    mean squared error, Adam at 1e-2, 1000 steps of 32, key 1; target 'add token 2': every token plus
+    token 2) and store it with equinox.tree_serialise_leaves."""
+    import equinox as eqx
+    import jax
+    import jax.numpy as jnp
+    import optax
+
+    from attnbook import train
+
+    class SelfAttentionModel(eqx.Module):  # the notebook's class, without its optional position table
+        attention: eqx.Module
+
+        def __call__(self, x):
+            return self.attention(x, x, x)
+
+    def mse(model, xs, ys):
+        outputs = jax.vmap(lambda x: model(x)[0])(xs)
+        return jnp.mean((outputs - ys) ** 2)
+
+    xs = chapter4_inputs()
+    model, _ = train.fit(SelfAttentionModel(chapter4_layer_skeleton()), mse, (xs, xs + xs[:, [1]]),
+                         optimizer=optax.adam(1e-2), steps=1000, batch_size=32, key=jax.random.key(1))
+    CH04_WEIGHTS.parent.mkdir(parents=True, exist_ok=True)
+    eqx.tree_serialise_leaves(CH04_WEIGHTS, model.attention)
+
+
+def chapter4_layer():
+    import equinox as eqx
+    if not CH04_WEIGHTS.exists():
+        train_chapter4()
+    return eqx.tree_deserialise_leaves(CH04_WEIGHTS, chapter4_layer_skeleton())
+
+
+def chapter4() -> dict:
+    """The attention weights of every head of the stored layer on input 0 of chapter 4's 1000 inputs:
+    weights[q][h] is head h's row for query token q (5 keys), 3 decimals; and the input itself (2 decimals)."""
+    import numpy as np
+    x = chapter4_inputs()[0]
+    _, weights = chapter4_layer()(x, x, x)  # (heads, 5 queries, 5 keys)
+    weights = np.asarray(weights, dtype=np.float64)
+    return {"sources": [str(CH04_WEIGHTS.relative_to(ROOT))], "input_index": 0,
+            "input": [[rounded(v, 2) for v in row] for row in x],
+            "weights": [[[rounded(v, 3) for v in weights[h, q]] for h in range(weights.shape[0])]
+                        for q in range(weights.shape[1])]}
+
+
+# ------------------------------------------------------------------------------------------------
+# Chapter 7: greedy decoding with and without the cache
+
+CH07_WEIGHTS = RESULTS / "widgets" / "ch07_reversal.eqx"
+"""Chapter 7's encoder-decoder trained to reverse 8 digits (equinox.tree_serialise_leaves), written by
+:func:`train_chapter7` when it is missing (``--train`` rewrites it)."""
+CH07_SOURCES = 4  # the first held-out strings the widget offers
+
+
+def chapter7_skeleton():
+    """Chapter 7's model: 2 encoder and 2 decoder blocks of width 32, 4 heads, pre-LN, seed 0."""
+    import jax
+
+    from attnbook import transformer
+    return transformer.EncoderDecoder(transformer.DIGITS + 1, d_model=32, depth=2, heads=4, key=jax.random.key(0))
+
+
+def chapter7_data():
+    """Chapter 7's training set (20000 strings of 8 digits) and held-out set (1000 strings never trained on)."""
+    import numpy as np
+
+    from attnbook import transformer
+    rng = np.random.default_rng(0)
+    train_set = transformer.reversal_data(20000, 8, rng)
+    return train_set, transformer.reversal_data(1000, 8, rng, exclude=train_set[0])
+
+
+def train_chapter7() -> None:
+    """Train the model exactly as chapter 7's notebook does (Adam at 0.003, 600 steps of 64, key 1000 + seed 0)."""
+    import equinox as eqx
+    import jax
+    import optax
+
+    from attnbook import train, transformer
+    train_set, _ = chapter7_data()
+    model, _ = train.fit(chapter7_skeleton(), transformer.sequence_loss, train_set, optimizer=optax.adam(3e-3),
+                         steps=600, batch_size=64, key=jax.random.key(1000))
+    CH07_WEIGHTS.parent.mkdir(parents=True, exist_ok=True)
+    eqx.tree_serialise_leaves(CH07_WEIGHTS, model)
+
+
+def chapter7_model():
+    import equinox as eqx
+    if not CH07_WEIGHTS.exists():
+        train_chapter7()
+    return eqx.tree_deserialise_leaves(CH07_WEIGHTS, chapter7_skeleton())
+
+
+VERIFY = False
+"""Set by :func:`main` when it writes the files: then chapter 7's export also decodes without the cache and checks
+that the tokens agree (compiling a second decoder costs seconds, which the stale-file test does not spend)."""
+
+
+def chapter7() -> dict:
+    """The first held-out strings and what the stored model decodes from them, greedily with the cache
+    (transformer.greedy_decode_cached; when writing, the tool checks that greedy_decode without it gives the
+    same tokens), and the sizes the widget counts with."""
+    import numpy as np
+
+    from attnbook import transformer
+    model = chapter7_model()
+    _, (sources, _, targets) = chapter7_data()
+    sources, targets = sources[:CH07_SOURCES], targets[:CH07_SOURCES]
+    decoded = []
+    for source in sources:
+        tokens, _ = transformer.greedy_decode_cached(model, source, sources.shape[1], transformer.START)
+        if VERIFY:
+            plain, _ = transformer.greedy_decode(model, source, sources.shape[1], transformer.START)
+            assert np.array_equal(tokens, plain), "cached and uncached decoding disagree"
+        decoded.append([int(v) for v in tokens])
+    return {"sources": [str(CH07_WEIGHTS.relative_to(ROOT))], "start": transformer.START,
+            "strings": [[int(v) for v in row] for row in sources], "targets": [[int(v) for v in row] for row in targets],
+            "decoded": decoded, "blocks": len(model.decoder.blocks),
+            "heads": int(model.decoder.blocks[0].mixer.attention.w_q.shape[1])}
+
+
+# ------------------------------------------------------------------------------------------------
+# Chapter 6: time and memory against T
+
+
+def significant(x: float, digits: int = 3) -> float:
+    return float(f"{x:.{digits}g}")
+
+
+def chapter6() -> dict:
+    """Chapter 6 (bench/attention_cost.py): per method, mode and length T, the median time per call (ms) where it
+    was run, the temporary memory of XLA's analysis with every buffer visible (MiB, planned even where the run
+    was skipped), and the status: "measured", "time" or "memory" (skipped over the benchmark's limit), 3
+    significant digits as the chapter prints them."""
+    rows, settings = read("attention_cost.csv"), meta("attention_cost.json")["settings"]
+    methods = ["attention", "jax.nn", "chunked", "aft-full", "aft-local", "aft-simple", "aft-conv"]
+    modes = ["forward", "forward+backward"]
+    table = {}
+    for mode in modes:
+        for method in methods:
+            chosen = sorted((r for r in rows if r["method"] == method and r["mode"] == mode), key=lambda r: int(r["T"]))
+            assert [int(r["T"]) for r in chosen] == settings["lengths"], (method, mode)
+            table.setdefault(mode, {})[method] = {
+                "status": [r["status"].removeprefix("skipped: ") for r in chosen],
+                "ms": [significant(float(r["seconds"]) * 1e3) if r["seconds"] else None for r in chosen],
+                "mib": [significant(float(r["temp_bytes"]) / 2**20) for r in chosen]}
+    return {"sources": ["bench/results/attention_cost.csv", "bench/results/attention_cost.json"],
+            "lengths": settings["lengths"], "methods": methods, "modes": modes, "d": settings["d"],
+            "limits": {"seconds": settings["max_run_seconds"], "gib": settings["max_memory_gib"]}, "table": table}
+
+
+# ------------------------------------------------------------------------------------------------
+# Chapters 8 and 9: the loss at each position, per method and evaluation length
+
+
+def per_position(name: str, methods: list[str], lengths: list[int], *, prefixes: bool = False) -> dict:
+    """From a per-position CSV (method or encoding, seed, eval_length, position, loss): for each method and
+    length the loss at each position, mean over the seeds (2 decimals: the curve), and the baselines'
+    curves (optimum, current token: one row each). With `prefixes`, only the longest length's curves are
+    kept, after checking that every shorter curve is their beginning (causal models reading prefixes of the
+    same sequences, as chapter 8's: the widget cuts them)."""
+    rows = read(name)
+    column = "encoding" if "encoding" in rows[0] else "method"
+    curves: dict[str, dict[str, list[float]]] = {}
+    for method in [*methods, "optimum", "current_token"]:
+        curves[method] = {}
+        for length in lengths:
+            chosen = [r for r in rows if r[column] == method and int(r["eval_length"]) == length]
+            by_position: dict[int, list[float]] = {}
+            for r in chosen:
+                by_position.setdefault(int(r["position"]), []).append(float(r["loss"]))
+            assert sorted(by_position) == list(range(length)), (method, length)
+            curves[method][str(length)] = [rounded(sum(v) / len(v), 2) for _, v in sorted(by_position.items())]
+        if prefixes:
+            longest = curves[method][str(lengths[-1])]
+            assert all(curves[method][str(t)] == longest[:t] for t in lengths), (method, "not prefixes")
+            curves[method] = {str(lengths[-1]): longest}
+    return curves
+
+
+def chapter8() -> dict:
+    """Chapter 8 (bench/positions_extrapolation.py): six encodings trained at L = 32, read at L, 2L, 4L and 8L;
+    the per-position loss (mean over seeds) and each seed's summary loss (all positions at L, beyond L
+    otherwise, as the chapter's table), 3 decimals."""
+    settings = meta("positions_extrapolation.json")["settings"]
+    train_length = settings["train_length"]
+    summary = read("positions_extrapolation.csv")
+    lengths = sorted({int(r["eval_length"]) for r in summary})
+    methods = ["nope", "sinusoidal", "learned", "rope", "alibi", "t5"]
+
+    def loss(method: str, length: int) -> list[float]:
+        field = "loss_all" if length == train_length else "loss_beyond_L"
+        return [rounded(r[field], 3) for r in summary if r["encoding"] == method and int(r["eval_length"]) == length]
+
+    return {"sources": ["bench/results/positions_per_position.csv", "bench/results/positions_extrapolation.csv",
+                        "bench/results/positions_extrapolation.json"],
+            "train_length": train_length, "lengths": lengths, "methods": methods, "seeds": settings["seeds"],
+            "curves": per_position("positions_per_position.csv", methods, lengths, prefixes=True),
+            "summary": {m: {str(t): loss(m, t) for t in lengths} for m in [*methods, "optimum", "current_token"]}}
+
+
+def chapter9() -> dict:
+    """Chapter 9 (bench/rope_scaling.py): chapter 8's RoPE models read at 2L, 4L and 8L with RoPE plain or
+    stretched by s = T / L (PI, NTK-aware, YaRN with and without its temperature), beside chapter 8's ALiBi
+    models, no fine-tuning; the per-position loss (mean over seeds) and each seed's excess beyond L."""
+    settings = meta("rope_scaling.json")["settings"]
+    rows = read("rope_scaling.csv")
+    lengths = sorted({int(r["eval_length"]) for r in rows})
+    methods = ["rope", "pi", "ntk", "yarn", "yarn_no_temperature", "alibi"]
+
+    def excess(method: str, length: int) -> list[float]:
+        return [rounded(r["excess_beyond_L"], 3) for r in rows if r["method"] == method and int(r["eval_length"]) == length]
+
+    return {"sources": ["bench/results/rope_scaling_per_position.csv", "bench/results/rope_scaling.csv",
+                        "bench/results/rope_scaling.json"],
+            "train_length": settings["train_length"], "lengths": lengths, "methods": methods,
+            "scales": {str(t): t // settings["train_length"] for t in lengths},
+            "curves": per_position("rope_scaling_per_position.csv", methods, lengths),
+            "excess": {m: {str(t): excess(m, t) for t in lengths} for m in [*methods, "current_token"]}}
+
+
+CHAPTERS: dict[str, Callable[[], dict]] = {"ch04": chapter4, "ch06": chapter6, "ch07": chapter7, "ch08": chapter8, "ch09": chapter9, "ch10": chapter10}
+
+
+def render(chapter: str) -> str:
+    """The text of site/widgets/<chapter>-data.js."""
+    data = CHAPTERS[chapter]()
+    sources = ", ".join(data.pop("sources"))
+    body = json.dumps(data, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+    return (f"// Generated by tools/export_widget_data.py from {sources}: do not edit, re-export.\n"
+            f"window.AttnWidgetData = window.AttnWidgetData || {{}};\n"
+            f"window.AttnWidgetData[{json.dumps(chapter)}] = {body};\n")
+
+
+def path(chapter: str) -> Path:
+    return WIDGETS / f"{chapter}-data.js"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true", help="compare the stored files, write nothing")
+    parser.add_argument("--train", action="store_true",
+                        help="retrain and store the models the widgets show (chapters 4 and 7) before exporting")
+    parser.add_argument("chapters", nargs="*", default=list(CHAPTERS), help="chNN names (default: all)")
+    args = parser.parse_args(argv)
+    global VERIFY
+    VERIFY = not args.check
+    if args.train:
+        train_chapter4()
+        train_chapter7()
+    stale = []
+    for chapter in args.chapters:
+        text = render(chapter)
+        if args.check:
+            if not path(chapter).exists() or path(chapter).read_text(encoding="utf-8") != text:
+                stale.append(path(chapter).name)
+        else:
+            path(chapter).write_text(text, encoding="utf-8")
+            print(f"{path(chapter).relative_to(ROOT)}: {len(text.encode())} bytes")
+    if stale:
+        print("stale, run python -m tools.export_widget_data: " + ", ".join(stale), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

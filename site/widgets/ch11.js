@@ -25,6 +25,8 @@
     var DATA = window.AttnWidgetData.ch11, steps = DATA.steps, heads = DATA.heads;
     var base = uniformScores(DATA.period, DATA.context);
     var last = steps[steps.length - 1];
+    // Ticks every 500 steps, short of the last step: a label at the plot's right edge would be cut.
+    var xticks = steps.filter(function (s) { return s % 500 === 0 && s < last; });
     var state = {variant: DATA.variants.indexOf("curriculum") >= 0 ? "curriculum" : DATA.variants[0],
                  depth: DATA.depths[DATA.depths.length - 1], seed: DATA.seeds[0],
                  step: steps[Math.floor(steps.length / 3)]};  // early: the reader moves on to see the scores rise
@@ -57,7 +59,7 @@
 
     function headsMap(parent, row, depth, name, title) {
       var node = W.heatmap(parent, matrix(row, depth), {
-        vmin: 0, vmax: 1, map: "viridis", numbers: true, height: 44 * depth, title: title,
+        vmin: 0, vmax: 1, map: "viridis", numbers: true, height: Math.max(80, 48 * depth), title: title,
         xticks: W.range(heads), yticks: W.range(depth), xlabel: W.t("head", "ヘッド"), ylabel: W.t("layer", "層"),
         label: W.t(title + " of each head (rows: layers, columns: heads)",
                    "各ヘッドの" + title + "（行：層、列：ヘッド）")});
@@ -91,7 +93,7 @@
       }
       series.push(cursor);
       var plot = W.lineplot(curves, series, {
-        ylim: [0, 1], height: 190, title: W.t("highest score of any head", "全ヘッドでの最高スコア"),
+        ylim: [0, 1], height: 190, xticks: xticks, title: W.t("highest score of any head", "全ヘッドでの最高スコア"),
         xlabel: W.t("training step", "訓練ステップ"),
         label: W.t("The highest induction and previous-token scores of any head against the training step, with " +
                    "uniform attention's and the chosen step marked",
@@ -106,7 +108,7 @@
         {x: steps, y: run.code_first, colour: W.PALETTE[0], name: "first", label: W.t("first copy", "1 回目")},
         {x: steps, y: run.code_second, colour: W.PALETTE[1], name: "second", label: W.t("second copy", "2 回目")},
         {x: [state.step, state.step], y: [0, Math.ceil(top)], colour: "#000000", dash: "4 3", name: "chosen"}], {
-        ylim: [0, Math.ceil(top)], height: 170,
+        ylim: [0, Math.ceil(top)], height: 170, xticks: xticks,
         title: W.t("loss on held-out code repeated twice (nats)", "2 回繰り返した評価用コードでの損失（ナット）"),
         xlabel: W.t("training step", "訓練ステップ"),
         label: W.t("Loss on the first and the second copy of repeated held-out code against the training step",

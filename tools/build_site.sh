@@ -57,7 +57,11 @@ tar --exclude=./.git --exclude=./_site --exclude=./.quarto --exclude=./.venv --e
     --exclude=./node_modules --exclude=./.cache --exclude=./.hypothesis --exclude=./.pytest_cache \
     --exclude=__pycache__ --exclude="./$LOG" -cf - . | tar -C "$scratch" -xf -
 render() {  # render <lang> <folder> <log>; no colours: tests/test_site.py reads the log
-  (cd "$2" && NO_COLOR=1 "$QUARTO" render --profile "$1") > "$3" 2>&1
+  local t0 status=0
+  t0=$(date +%s)
+  (cd "$2" && NO_COLOR=1 "$QUARTO" render --profile "$1") > "$3" 2>&1 || status=$?
+  echo "$1 $(( $(date +%s) - t0 )) s" > "$3.seconds"
+  return "$status"
 }
 echo "build_site: rendering the 'en' and 'ja' editions at once"
 render ja "$scratch" "$scratch/ja.log" & ja=$!
@@ -91,5 +95,6 @@ sed "s/BOOTSTRAP_CSS/${css}/" site/index.html > _site/index.html
 # For publishing _site from a branch: tell GitHub Pages not to run Jekyll over it.
 touch _site/.nojekyll
 
-echo "build_site: built both editions in $(( $(date +%s) - start )) s; open _site/index.html" \
+echo "build_site: built both editions in $(( $(date +%s) - start )) s" \
+     "(rendered at once: $(cat "$scratch/en.log.seconds"), $(cat "$scratch/ja.log.seconds")); open _site/index.html" \
      "(or _site/en/index.html, _site/ja/index.html)"

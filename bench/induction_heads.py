@@ -1,21 +1,22 @@
 """Chapter 11: 1- and 2-layer attention-only models trained on Python's standard library, measured as they learn.
 
 The data is ``attnbook.corpus`` (CPython 3.11.7's top-level standard-library modules as 98 characters, split by
-file); the model is ``attnbook.induction.AttentionOnlyLM`` (pre-LN, d_model 64, 4 heads of 16, sinusoidal
-positions, context 128 characters). Adam with a linear warm-up over the first 100 steps to a constant learning rate
-3e-3, gradients clipped to norm 1, 32 windows of 129 characters per step from the training files.
+file); the model is ``attnbook.induction.AttentionOnlyLM`` (pre-LN, d_model 64, 4 heads of 16, RoPE, context 128
+characters). Adam with a linear warm-up over the first 100 steps to a constant learning rate 3e-3, gradients
+clipped to norm 1, 32 windows of 129 characters per step, 1500 steps.
 
-**Seeds.** Seed ``s`` draws the initial weights from ``jax.random.key(s)`` and the windows of step ``n`` from
+**Seeds.** Seed ``s`` draws the initial weights from ``jax.random.key(s)`` and the batch of step ``n`` from
 ``jax.random.fold_in(jax.random.key(1000 + s), n)``: at one seed both depths start from the same embedding and
 see the same batches in the same order.
 
-**Two data variants**, each its own run:
+**Two variants**, each its own run:
 
-- ``plain``: the windows as they are in the files (real text only);
-- ``repeat``: the same windows, but in the first quarter of each batch (8 of 32) the window is rewritten as its
-  first 64 characters followed by its first 65 again, ``w[0:64] + w[0:65]``: a span of the same file repeated, so
-  that copying from context pays on those windows. This is a variant, reported beside ``plain``, not the
-  book's main data: real text has repeats too (identifiers, keywords, whole lines), but rarer and shorter.
+- ``plain``: windows of the training files as they are (real text only);
+- ``curriculum``: for the first ``curriculum_steps`` (600) steps, random periodic sequences instead
+  (``induction.periodic_random_tokens``: each row repeats its first ``P`` printable characters, ``P`` uniform in
+  8..60 per row, so only induction predicts them, and no fixed offset does); from then on, plain windows as above.
+
+(Pilots that led to these two, with their logs: ``bench/results/induction_heads_pilots/``.)
 
 Every ``eval_every`` (100) steps, step 0 included, the script measures on fixed evaluation sets (the same for
 every run):
@@ -26,10 +27,12 @@ every run):
 - on 64 sequences of 64 uniform random printable characters repeated twice (``induction.repeated_random_tokens``
   with ``low=induction.PRINTABLE``): the loss on the first and on the second copy, and every head's induction
   score (``induction.induction_score``);
+- on the first 64 held-out windows as their first 64 characters twice (real code repeated): the loss on the first
+  and on the second copy;
 - every head's previous-token score on the held-out windows (``induction.previous_token_score``);
 - for the 2-layer model, the K-composition of each layer-0 head into each layer-1 head (``induction.composition_scores``).
 
-Checkpoints (``equinox.tree_serialise_leaves``): at the steps of ``--checkpoints`` for seed 0 and at the last step
+Checkpoints (``equinox.tree_serialise_leaves``): at the steps of ``checkpoints`` for seed 0 and at the last step
 for every seed. Rebuild a model with ``make_model(depth, seed)`` then ``equinox.tree_deserialise_leaves``.
 
 Writes (each table keyed by variant, depth and seed; a run replaces its own rows and keeps the others, under a
@@ -41,16 +44,15 @@ file lock, so several runs may write at once):
 - bench/results/induction_heads_per_position.csv: the held-out loss per position at every checkpoint;
 - bench/results/induction_heads.json: one record per command (machine, load, versions, settings, CPU seconds).
 
-The stored runs, three processes at once on the shared 2-core machine (load average 13 to 23), seed 0 only:
+The stored runs (2026-11-26, AMD EPYC Zen 3), two processes at once on the 2-core machine, each pinned to one core
+and to one XLA thread (``taskset -c 0|1``, ``XLA_FLAGS="--xla_cpu_multi_thread_eigen=false
+intra_op_parallelism_threads=1"``), started at nice 5 and reniced to -5 after ten minutes, when other work loaded
+the machine (load average 3 to 8); about 310 s of CPU per 2-layer run and 175 s per 1-layer run
+(``induction_heads.json``):
 
-    nice -n 5 python bench/induction_heads.py --variant plain --seeds 0 --depths 2 --steps 2500
-    nice -n 5 python bench/induction_heads.py --variant plain --seeds 0 --depths 1 --steps 2500
-    nice -n 5 python bench/induction_heads.py --variant repeat --seeds 0 --steps 1500
+    nice -n 5 python bench/induction_heads.py --variant curriculum --seeds 0 1 2
+    nice -n 5 python bench/induction_heads.py --variant plain --seeds 0 1 2
     python bench/induction_heads.py --steps 20 --out /tmp/x   # a quick trial elsewhere
-
-(As run: the first was started with both depths and stopped once depth 2 was done, the second wrote to another
-folder and its tables were merged, the third was started with seeds 0 and 1 and stopped once seed 0 was done, its
-seed-1 rows removed; ``induction_heads.json`` says so per run. About 0.2 s of CPU per 2-layer step here.)
 """
 
 from __future__ import annotations

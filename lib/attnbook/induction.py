@@ -55,7 +55,8 @@ class AttentionOnlyLM(eqx.Module):
     """A causal language model of attention-only pre-LN blocks, built from chapter 7's ``transformer.Stack``.
 
     ``model(tokens (T,))`` returns next-token logits ``(T, vocab_size)``: row ``t`` predicts token ``t + 1`` from
-    tokens ``0..t``. Any length works (sinusoidal positions); chapter 11 trains on 128 characters.
+    tokens ``0..t``. Any length works (RoPE and sinusoidal positions need no table); chapter 11 trains on 128
+    characters.
 
     Args:
         vocab_size: number of token ids (default :data:`attnbook.corpus.VOCAB_SIZE`, the corpus's 98 characters).

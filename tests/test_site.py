@@ -1139,3 +1139,64 @@ def test_widget_decoding_agrees_with_the_library(site: Built, server: str, brows
             "return Array.from(r.children).map(function (c) { return c.dataset.state; }); });", widget.root)
         assert states[0].count("padding") == n - step and states[1].count("computed") == 1
         assert states[1].count("cached") == step - 1
+
+
+def test_widget_induction_scores_agree_with_the_stored_runs_and_the_library(site: Built, server: str, browser) -> None:
+    """Chapter 11: for three runs (variant, depth, seed) and steps, each head's induction and previous-token scores
+    are induction_heads_scores.csv's (3 decimals), the curves are the highest of any head at every stored step, the
+    losses on the first and the second copy of repeated held-out code are induction_heads_training.csv's (2
+    decimals), and the dashed baselines are attnbook.induction.induction_score (period P) and previous_token_score
+    of uniform causal attention over T positions; the arrow key moves the step. On the Japanese page, with the
+    glossary's terms. Catches, e.g., a widget that shows another step's (or layer's) heads, swaps the two copies,
+    or a uniform baseline summed from i = P - 1 or divided by T instead of T - 1."""
+    import numpy as np
+    from selenium.webdriver.common.keys import Keys
+
+    from attnbook import induction
+
+    widget = Widget(browser(), server, "ja", "11-induction-heads", "ch11-induction")
+    scores, training = stored_rows("induction_heads_scores.csv"), stored_rows("induction_heads_training.csv")
+    runs = {(r["variant"], int(r["depth"]), int(r["seed"])) for r in training}
+    steps = sorted({int(r["step"]) for r in training})
+    text = widget.element(".aw-title").text + widget.element(".aw-note").text
+    assert "帰納スコア" in text and "直前トークンスコア" in text
+
+    import json
+    settings = [run["settings"] for run in json.loads((STORED / "induction_heads.json").read_text())["runs"].values()]
+    period, context = settings[0]["repeated_period"], settings[0]["context"]  # 64 and 128 as run
+    t = np.arange(context)
+    uniform = np.tril(np.ones((context, context))) / (t + 1)[:, None]
+    expected = {"induction": float(induction.induction_score(uniform, period)),
+                "previous_token": float(induction.previous_token_score(uniform))}
+    np.testing.assert_allclose([widget.attribute("data-baselines")[k] for k in expected], list(expected.values()),
+                               rtol=0, atol=1e-6)
+    for name, value in expected.items():
+        np.testing.assert_allclose(widget.values("scores", f"uniform_{name}"), [value, value], rtol=0, atol=1e-6)
+
+    step = widget.attribute("data-step")
+    widget.element('[data-control="step"]').send_keys(Keys.ARROW_RIGHT)  # keyboard: the next stored step
+    assert widget.attribute("data-step") == steps[steps.index(step) + 1]
+    chosen = [c for c in (("curriculum", 2, 0, 600), ("plain", 1, 2, steps[-1]), ("curriculum", 1, 1, 0),
+                          ("plain", 2, 0, 300)) if c[:3] in runs]
+    assert len(chosen) >= 2, sorted(runs)
+    for variant, depth, seed, step in chosen:
+        for control, value in (("variant", variant), ("depth", depth), ("seed", seed), ("step", step)):
+            widget.set(control, value)
+        assert (raw(widget, "data-variant"), widget.attribute("data-depth"), widget.attribute("data-seed"),
+                widget.attribute("data-step")) == (variant, depth, seed, step)
+        mine = [r for r in scores if (r["variant"], int(r["depth"]), int(r["seed"])) == (variant, depth, seed)]
+        for name in ("induction", "previous_token"):
+            heads = np.zeros((depth, 4))
+            for r in mine:
+                if int(r["step"]) == step:
+                    heads[int(r["layer"]), int(r["head"])] = float(r[name])
+            np.testing.assert_allclose(widget.values(name), heads, rtol=0, atol=5e-4 + 1e-7)
+            highest = [max(float(r[name]) for r in mine if int(r["step"]) == s) for s in steps]
+            np.testing.assert_allclose(widget.values("scores", name), highest, rtol=0, atol=5e-4 + 1e-7)
+        np.testing.assert_allclose(widget.values("scores", "chosen"), [0, 1])
+        assert widget.attribute("data-x", "scores", "chosen") == [step, step]
+        row = next(r for r in training if (r["variant"], int(r["depth"]), int(r["seed"]), int(r["step"]))
+                   == (variant, depth, seed, step))
+        np.testing.assert_allclose(widget.attribute("data-code-loss"),
+                                   [float(row["code_repeat_loss_first"]), float(row["code_repeat_loss_second"])],
+                                   rtol=0, atol=0.005 + 1e-9)

@@ -3,7 +3,7 @@
     python -m tools.export_widget_data            # write site/widgets/chNN-data.js for every chapter below
     python -m tools.export_widget_data --check    # exit 1 if a stored file differs from what this writes now
 
-The widgets of chapters 4 and 6-10 show trained models and benchmarks. Their numbers are never typed into a
+The widgets of chapters 4 and 6-11 show trained models and benchmarks. Their numbers are never typed into a
 script: this tool reads them from bench/results/ (the CSV and JSON files the chapters read) and writes one
 script per chapter, ``site/widgets/chNN-data.js``, which sets ``window.AttnWidgetData["chNN"]``; the chapter's
 widget (site/widgets/chNN.js) loads it from its own folder, so it works over file:// as over HTTP (a fetch of
@@ -320,7 +320,57 @@ def chapter9() -> dict:
             "excess": {m: {str(t): excess(m, t) for t in lengths} for m in [*methods, "current_token"]}}
 
 
-CHAPTERS: dict[str, Callable[[], dict]] = {"ch04": chapter4, "ch06": chapter6, "ch07": chapter7, "ch08": chapter8, "ch09": chapter9, "ch10": chapter10}
+# ------------------------------------------------------------------------------------------------
+# Chapter 11: the induction and previous-token scores of every head, scrubbed through training
+
+
+def chapter11() -> dict:
+    """Chapter 11 (bench/induction_heads.py): for every run (variant, depth, seed) and stored step, each head's
+    induction score (on random sequences of period P repeated twice) and previous-token score (on held-out windows
+    of T characters), layer by layer, 3 decimals; and the loss (nats) on the first and on the second copy of
+    repeated held-out code, 2 decimals. With P, T and the curriculum's length, from the runs' settings, so that the
+    widget computes the scores of uniform causal attention itself. Every run must hold the same steps and every
+    (variant, depth, seed) must be there."""
+    scores, training = read("induction_heads_scores.csv"), read("induction_heads_training.csv")
+    runs = meta("induction_heads.json")["runs"].values()
+    settings = {k: {json.dumps(r["settings"][k]) for r in runs} for k in
+                ("repeated_period", "context", "heads", "curriculum_steps", "eval_every")}
+    assert all(len(v) == 1 for v in settings.values()), settings  # one setting shared by every run
+    settings = {k: json.loads(v.pop()) for k, v in settings.items()}
+    heads = settings["heads"]
+    keys = sorted({(r["variant"], int(r["depth"]), int(r["seed"])) for r in training})
+    variants = [v for v in ("plain", "curriculum") if any(k[0] == v for k in keys)]
+    depths, seeds = sorted({k[1] for k in keys}), sorted({k[2] for k in keys})
+    assert set(keys) == {(v, d, s) for v in variants for d in depths for s in seeds}, "runs missing"
+    steps = sorted(int(r["step"]) for r in training if (r["variant"], int(r["depth"]), int(r["seed"])) == keys[0])
+    assert steps == list(range(0, steps[-1] + 1, settings["eval_every"])), steps
+    table: dict[str, dict[str, list]] = {}
+    for variant, depth, seed in keys:
+        ident = dict(variant=variant, depth=str(depth), seed=str(seed))
+        mine = lambda r: all(r[k] == v for k, v in ident.items())  # noqa: E731
+        losses = {int(r["step"]): r for r in training if mine(r)}
+        assert sorted(losses) == steps, (variant, depth, seed, "steps")
+        heads_at = {}
+        for r in scores:
+            if mine(r):
+                heads_at.setdefault(int(r["step"]), {})[int(r["layer"]), int(r["head"])] = r
+        assert sorted(heads_at) == steps, (variant, depth, seed, "score steps")
+        order = [(layer, head) for layer in range(depth) for head in range(heads)]
+        assert all(sorted(heads_at[s]) == order for s in steps), (variant, depth, seed, "heads")
+        table[f"{variant}-{depth}-{seed}"] = {
+            name: [[rounded(heads_at[s][h][name], 3) for h in order] for s in steps]
+            for name in ("induction", "previous_token")} | {
+            "code_first": [rounded(losses[s]["code_repeat_loss_first"], 2) for s in steps],
+            "code_second": [rounded(losses[s]["code_repeat_loss_second"], 2) for s in steps]}
+    return {"sources": ["bench/results/induction_heads_scores.csv", "bench/results/induction_heads_training.csv",
+                        "bench/results/induction_heads.json"],
+            "period": settings["repeated_period"], "context": settings["context"], "heads": heads,
+            "curriculum_steps": settings["curriculum_steps"], "variants": variants, "depths": depths,
+            "seeds": seeds, "steps": steps, "runs": table}
+
+
+CHAPTERS: dict[str, Callable[[], dict]] = {"ch04": chapter4, "ch06": chapter6, "ch07": chapter7, "ch08": chapter8,
+                                           "ch09": chapter9, "ch10": chapter10, "ch11": chapter11}
 
 
 def render(chapter: str) -> str:

@@ -311,10 +311,12 @@ def test_three_forms_agree_in_values_and_gradients(x64, model):
     cotangent = jnp.asarray(np.random.default_rng(2).normal(size=(T, 3)))
 
     def loss(a, form):
-        return jnp.sum(MODELS[model](a, form=form, chunk=chunk) * cotangent)
+        out = MODELS[model](a, form=form, chunk=chunk)
+        return jnp.sum(out * cotangent), out
 
-    outputs = {form: MODELS[model](a, form=form, chunk=chunk) for form in la.FORMS}
-    grads = {form: jax.grad(loss)(a, form) for form in la.FORMS}
+    results = {form: jax.jit(jax.grad(loss, has_aux=True), static_argnums=1)(a, form) for form in la.FORMS}
+    outputs = {form: out for form, (_, out) in results.items()}
+    grads = {form: grad for form, (grad, _) in results.items()}
     for form in ("chunked", "recurrent"):
         np.testing.assert_allclose(outputs[form], outputs["parallel"], rtol=1e-10, atol=1e-12, err_msg=form)
         for name in a:
@@ -557,7 +559,7 @@ def test_layer_forms_and_cached_decoding_agree(rule):
     T = 11
     layer = la.LinearAttention(8, 2, 4, 3, rule=rule, chunk=4, key=jax.random.key(0))
     x = jnp.asarray(np.random.default_rng(15).normal(size=(T, 8)), jnp.float32)
-    full = {form: layer(x, form=form) for form in la.FORMS}
+    full = {form: eqx.filter_jit(lambda layer, x, form=form: layer(x, form=form))(layer, x) for form in la.FORMS}
     assert full["parallel"].shape == (T, 8)
     for form in ("chunked", "recurrent"):
         np.testing.assert_allclose(full[form], full["parallel"], rtol=1e-4, atol=1e-5, err_msg=form)
@@ -580,11 +582,11 @@ def test_layer_is_causal_and_trains(rule):
     uses gets a finite gradient inside chapter 7's Block; retention's decays stay fixed, decay's do not."""
     layer = la.LinearAttention(8, 2, 4, rule=rule, chunk=4, key=jax.random.key(1))
     x = jnp.asarray(np.random.default_rng(16).normal(size=(10, 8)), jnp.float32)
-    jac = jax.jacobian(lambda x: layer(x)[5])(x)  # (d_out, T, d_model)
+    jac = jax.jit(jax.jacobian(lambda x: layer(x)[5]))(x)  # (d_out, T, d_model)
     assert float(jnp.max(jnp.abs(jac[:, 6:]))) == 0.0
     assert float(jnp.max(jnp.abs(jac[:, :6]))) > 0.0
     block = nn.Block(layer, 8, key=jax.random.key(2))
-    grads = eqx.filter_grad(lambda b: jnp.sum(b(x) ** 2))(block)
+    grads = eqx.filter_jit(eqx.filter_grad(lambda b: jnp.sum(b(x) ** 2)))(block)
     assert all(np.all(np.isfinite(g)) for g in jax.tree.leaves(grads))
     decay_grad = float(jnp.max(jnp.abs(grads.mixer.decay_logit)))
     assert (decay_grad > 0) == (rule == "decay")

@@ -40,10 +40,15 @@ The connection to chapter 5: AFT-full with a causal bias ``w[t, s] = (t - s) log
 retentions with query 1, key ``exp(K)`` and values ``V`` and 1, channel by channel, gated by ``sigmoid(Q)``;
 AFT-simple is the case ``gamma = 1``: :func:`aft_as_retention` computes it that way (and the tests check it).
 
+Non-finite input (NaN or an infinity in a query, key, value, decay or rate) makes NaN exactly the outputs that
+see it, in every form: output ``t`` for a query at ``t``, outputs ``t >= s`` for the rest at ``s`` (channel by
+channel for :func:`rwkv`); earlier outputs and their gradients stay finite. ``T = 0`` gives an empty output.
+
 Scaling is the caller's: no function here divides by ``sqrt(dk)`` (the layers do, where the papers do).
-Shapes are the jaxtyping annotations; ``form``, ``chunk`` and the decays are checked (``gamma`` in ``(0, 1]``;
-``log_decay <= 0`` and ``beta`` in ``[0, 1]``... are the models' ranges but are *not* enforced on arrays:
-chapter 12's exercises use others).
+Shapes are the jaxtyping annotations (checked at trace time, so under ``jax.jit`` too); ``form``, ``chunk``,
+``normalize`` and a Python ``gamma`` (in ``(0, 1]``) are checked. Decays and rates given as arrays are not
+range-checked: ``log_decay <= 0`` and ``beta`` in ``[0, 1]`` are the models' ranges, and a value outside them is
+another model (a state that grows), which every form computes alike.
 """
 
 from __future__ import annotations
@@ -169,11 +174,21 @@ def _masked_linear(q, k, v, g, beta, form, chunk):
         q, k, v, g, beta = _same_dtype(q, k, v, g, beta)
     if q.shape[0] == 0:
         return jnp.zeros(v.shape, v.dtype)
+    # Non-finite input is set to 0 before the arithmetic and NaN put back into exactly the outputs that see it
+    # (query t; keys, values, decays and rates s <= t): a product with a zero of the mask would spread it.
+    rows = lambda x: ~jnp.isfinite(x) if x.ndim == 1 else jnp.any(~jnp.isfinite(x), axis=1)
+    written = rows(k) | rows(v) | rows(g) | (False if beta is None else rows(beta))
+    poisoned = (jnp.cumsum(written, dtype=jnp.int32) > 0) | rows(q)
+    clean = lambda x, bad: jnp.where(bad if x.ndim == 1 else bad[:, None], jnp.zeros((), x.dtype), x)
+    q, k, v, g = clean(q, rows(q)), clean(k, written), clean(v, written), clean(g, written)
+    beta = None if beta is None else clean(beta, written)
     if form == "parallel":
-        return _parallel(q, k, v, g, beta)
-    if form == "recurrent":
-        return _recurrent(q, k, v, g, beta)[0]
-    return _chunked(q, k, v, g, beta, chunk)
+        out = _parallel(q, k, v, g, beta)
+    elif form == "recurrent":
+        out = _recurrent(q, k, v, g, beta)[0]
+    else:
+        out = _chunked(q, k, v, g, beta, chunk)
+    return jnp.where(poisoned[:, None], jnp.asarray(jnp.nan, out.dtype), out)
 
 
 def _chunk(form, chunk):
@@ -376,7 +391,14 @@ def rwkv(k: Float[Array, "T d"], v: Float[Array, "T d"], decay: Float[Array, "d"
     """
     form, chunk = _chunk(form, chunk)
     k, v, decay, bonus = _same_dtype(k, v, decay, bonus)
-    return _rwkv(k, v, decay, bonus, form, chunk)
+    if k.shape[0] == 0:
+        return jnp.zeros_like(v)
+    bad = ~jnp.isfinite(k) | ~jnp.isfinite(v)  # channel by channel, as chapter 5's AFT
+    poisoned = (jnp.cumsum(bad, axis=0, dtype=jnp.int32) > 0) | ~jnp.isfinite(decay) | ~jnp.isfinite(bonus)
+    zero = jnp.zeros((), k.dtype)
+    out = _rwkv(jnp.where(bad, zero, k), jnp.where(bad, zero, v), jnp.where(jnp.isfinite(decay), decay, zero),
+                jnp.where(jnp.isfinite(bonus), bonus, zero), form, chunk)
+    return jnp.where(poisoned, jnp.asarray(jnp.nan, out.dtype), out)
 
 
 @_checks.shaped

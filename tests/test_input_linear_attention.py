@@ -80,6 +80,8 @@ def test_layer_arguments():
         layer(jnp.ones((5, 7)))
     with pytest.raises(ValueError, match="form must be one of"):
         layer(jnp.ones((5, 8)), form="fast")
+    with pytest.raises(ValueError, match="bias and process_heads must be None"):
+        layer(jnp.ones((5, 8)), jnp.zeros((2, 5, 5)))
     with pytest.raises(ValueError, match="length must be a positive integer, got 0"):
         layer.init_cache(0)
     with pytest.raises(ValueError, match=r"x must have shape \(1, d_model\), got \(2, 8\)"):

@@ -13,14 +13,15 @@ to token (rows as tokens: ``S`` maps a query row to an output row)::
 with ``a_t = exp(g_t)`` the decay of step ``t``, ``L[t, s] = a_{s+1} ... a_t = exp(g_{s+1} + ... + g_t)``
 (:func:`decay_mask`, Mamba-2's ``segsum``), and ``O(T dk dv)`` work instead of ``O(T^2 (dk + dv))``. The chunked
 form cuts the sequence into blocks of ``chunk`` tokens: inside a block the parallel form, across blocks the state
-(Yang et al. 2024; Dao & Gu 2024, section 6). ``T`` need not be a multiple of ``chunk``: the last block is padded
-with keys and values of 0 and decay 1, which add nothing to any state, and the padded rows are dropped.
+(as flash-linear-attention's and Mamba-2's reference code do). ``T`` need not be a multiple of ``chunk``: the last
+block is padded with keys and values of 0 and decay 1, which add nothing to any state, and the padded rows are
+dropped.
 
 The models, all with ``form="parallel" | "chunked" | "recurrent"``:
 
 ``linear_attention``  Katharopoulos et al. (2020): ``g = 0`` (no decay) after a feature map ``phi`` (``elu + 1``)
-                      on queries and keys; ``normalize=True`` divides by ``phi(q_t) . sum_{s<=t} phi(k_s)``
-                      (their Eq. 5), computed as one more value column of ones.
+                      on queries and keys; ``normalize=True`` divides by ``phi(q_t) . sum_{s<=t} phi(k_s)``,
+                      computed as one more value column of ones.
 ``retention``         RetNet (Sun et al. 2023): a fixed decay ``gamma`` per head, ``L[t, s] = gamma^(t - s)``.
 ``ssd``               Mamba-2 (Dao & Gu 2024): the scalar decay ``exp(a_t)`` depends on the input; queries are
                       ``C``, keys ``B``, values ``X`` (already multiplied by ``dt``), the mask is
@@ -224,7 +225,7 @@ def elu_plus_one(x):
 def linear_attention(q: Float[Array, "T dk"], k: Float[Array, "T dk"], v: Float[Array, "T dv"], *,
                      feature_map=elu_plus_one, normalize: bool = True, form: str = "chunked",
                      chunk: int = 16) -> Float[Array, "T dv"]:
-    """Causal linear attention (Katharopoulos et al. 2020, Eq. 5 with their ``elu + 1`` feature map):
+    """Causal linear attention (Katharopoulos et al. 2020, with their ``elu + 1`` feature map):
 
     ``o_t = phi(q_t) sum_{s<=t} phi(k_s)^T v_s / (phi(q_t) . sum_{s<=t} phi(k_s))`` with ``normalize`` (the
     paper), without the denominator otherwise (as flash-linear-attention's default). ``feature_map=None``
@@ -379,7 +380,7 @@ def _rwkv(k, v, w, u, form, chunk):
 @_checks.shaped
 def rwkv(k: Float[Array, "T d"], v: Float[Array, "T d"], decay: Float[Array, "d"], bonus: Float[Array, "d"], *,
          form: str = "chunked", chunk: int = 16) -> Float[Array, "T d"]:
-    """RWKV-4's WKV operator, channel by channel (Peng et al. 2023, Eq. 14):
+    """RWKV-4's WKV operator, channel by channel (Peng et al. 2023; BlinkDL/ChatRWKV's ``RWKV_in_150_lines.py``):
 
     ``wkv_t = (sum_{s<t} exp(-(t-1-s) w + k_s) v_s + exp(u + k_t) v_t) / (the same sums with v = 1)``,
 
@@ -451,8 +452,9 @@ class LinearAttention(eqx.Module):
     - ``"ssd"``: :func:`ssd` with ``dt = softplus(x W_dt + dt_bias)``, ``a = -exp(a_log) dt`` per head,
       ``B = k``, ``C = q``, ``X = v dt`` (Mamba-2's SSD alone: no convolution, gate or skip ``D``).
 
-    The state of every head is ``(key_dim, value_dim)`` numbers (``key_dim + 1`` columns... see
-    :meth:`init_cache`) whatever the length: :meth:`step` decodes one token in ``O(heads key_dim value_dim)``.
+    The state of every head is ``key_dim x value_dim`` numbers (``value_dim + 1`` columns for ``"linear"``, whose
+    last holds the normaliser; :meth:`init_cache`) whatever the length: :meth:`step` decodes one token in
+    ``O(heads key_dim value_dim)``, against attention's cache of ``heads (key_dim + value_dim)`` numbers per token.
     """
 
     w_q: jax.Array
@@ -536,8 +538,17 @@ class LinearAttention(eqx.Module):
         return jnp.einsum("htv,hvo->to", heads_out, self.w_o)
 
     @_checks.shaped
-    def __call__(self, x: Float[Array, "T d_model"], *, form: str | None = None) -> Float[Array, "T d_out"]:
-        """``x (T, d_model) -> (T, d_out)``, causal; ``form`` overrides the layer's (the three give the same)."""
+    def __call__(self, x: Float[Array, "T d_model"], bias=None, *, process_heads=None,
+                 form: str | None = None) -> Float[Array, "T d_out"]:
+        """``x (T, d_model) -> (T, d_out)``, causal; ``form`` overrides the layer's (the three give the same).
+
+        ``bias`` and ``process_heads`` are accepted for the mixer interface of :class:`attnbook.nn.Block` (which
+        chapter 8's models call with them) and must be ``None``: there are no scores to add a bias to, and no
+        positions to rotate (the decay is the only sense of order).
+        """
+        if bias is not None or process_heads is not None:
+            raise ValueError("bias and process_heads must be None: linear attention has no softmax scores to bias "
+                             "and no positions to rotate")
         nn.features("x", x, self.w_q.shape[0], "d_model")
         form = self.form if form is None else _form(form)
         q, k, v, g, b = self._inputs(x)

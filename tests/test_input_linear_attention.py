@@ -73,6 +73,8 @@ def test_layer_arguments():
         la.LinearAttention(8, 2, 4, rule="mamba", key=key)
     with pytest.raises(ValueError, match="heads must be a positive integer, got 0"):
         la.LinearAttention(8, 0, 4, key=key)
+    with pytest.raises(ValueError, match="conv must be a non-negative integer, got -1"):
+        la.LinearAttention(8, 2, 4, conv=-1, key=key)
     with pytest.raises(TypeError, match="key must be a JAX random key"):
         la.LinearAttention(8, 2, 4, key=0)
     layer = la.LinearAttention(8, 2, 4, key=key)

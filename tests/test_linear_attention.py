@@ -553,11 +553,12 @@ def test_rwkv_time_mixing_is_aft_full_with_the_rwkv_bias(x64):
 # The layer
 
 
-@pytest.mark.parametrize("rule", la.RULES)
-def test_layer_forms_and_cached_decoding_agree(rule):
-    """Each rule's layer: its three forms, and decoding one token at a time with ``init_cache``/``step``."""
+@pytest.mark.parametrize("rule, conv", [(rule, 3) for rule in la.RULES] + [("gated-delta", 0)])
+def test_layer_forms_and_cached_decoding_agree(rule, conv):
+    """Each rule's layer (with a short convolution of 3, and one without): its three forms, and decoding one token
+    at a time with ``init_cache``/``step`` inside ``jax.lax.scan``, as chapter 7's cached decoder does."""
     T = 11
-    layer = la.LinearAttention(8, 2, 4, 3, rule=rule, chunk=4, key=jax.random.key(0))
+    layer = la.LinearAttention(8, 2, 4, 3, rule=rule, conv=conv, chunk=4, key=jax.random.key(0))
     x = jnp.asarray(np.random.default_rng(15).normal(size=(T, 8)), jnp.float32)
     full = {form: eqx.filter_jit(lambda layer, x, form=form: layer(x, form=form))(layer, x) for form in la.FORMS}
     assert full["parallel"].shape == (T, 8)
@@ -573,14 +574,16 @@ def test_layer_forms_and_cached_decoding_agree(rule):
         return jax.lax.scan(one, layer.init_cache(T), (x, jnp.arange(T)))[1]
 
     np.testing.assert_allclose(decode(layer, x), full["parallel"], rtol=1e-4, atol=1e-5)
-    assert layer.state_bytes() == 4 * 2 * 4 * (3 + (rule == "linear"))
+    state = 2 * 4 * (3 + (rule == "linear"))  # heads x key_dim x (value_dim, + 1 for the normaliser)
+    window = max(conv - 1, 0) * 2 * (2 * 4 + 3)  # the convolution's last inputs
+    assert layer.state_bytes() == 4 * (state + window)
 
 
 @pytest.mark.parametrize("rule", la.RULES)
 def test_layer_is_causal_and_trains(rule):
     """No output depends on a later token (gradient of output 5 w.r.t. tokens 6..), and every parameter the rule
     uses gets a finite gradient inside chapter 7's Block; retention's decays stay fixed, decay's do not."""
-    layer = la.LinearAttention(8, 2, 4, rule=rule, chunk=4, key=jax.random.key(1))
+    layer = la.LinearAttention(8, 2, 4, rule=rule, conv=3, chunk=4, key=jax.random.key(1))
     x = jnp.asarray(np.random.default_rng(16).normal(size=(10, 8)), jnp.float32)
     jac = jax.jit(jax.jacobian(lambda x: layer(x)[5]))(x)  # (d_out, T, d_model)
     assert float(jnp.max(jnp.abs(jac[:, 6:]))) == 0.0

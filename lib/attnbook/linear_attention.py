@@ -450,7 +450,11 @@ class LinearAttention(eqx.Module):
     - ``"delta"``: :func:`delta_rule`, keys and queries L2-normalised, ``beta_t = sigmoid(x W_beta)`` per head
       (DeltaNet, Yang et al. 2024); ``"gated-delta"``: with the decay of ``"ssd"`` (Gated DeltaNet);
     - ``"ssd"``: :func:`ssd` with ``dt = softplus(x W_dt + dt_bias)``, ``a = -exp(a_log) dt`` per head,
-      ``B = k``, ``C = q``, ``X = v dt`` (Mamba-2's SSD alone: no convolution, gate or skip ``D``).
+      ``B = k``, ``C = q``, ``X = v dt`` (Mamba-2's SSD alone: no gate or skip ``D``).
+
+    ``conv > 0`` adds the short causal depthwise convolution of size ``conv`` (Mamba-2 and DeltaNet use 4) over
+    time on ``[q ; k ; v]`` right after the projections (no activation after it here); it lets a token's key
+    carry the token before it, the step associative recall needs. ``conv = 0``: none.
 
     The state of every head is ``key_dim x value_dim`` numbers (``value_dim + 1`` columns for ``"linear"``, whose
     last holds the normaliser; :meth:`init_cache`) whatever the length: :meth:`step` decodes one token in
@@ -465,13 +469,14 @@ class LinearAttention(eqx.Module):
     gate_bias: jax.Array  # (heads, 2)
     decay_logit: jax.Array  # (heads,): retention's (fixed) and decay's (learned) gamma = sigmoid(decay_logit)
     a_log: jax.Array  # (heads,): ssd's and gated-delta's A = -exp(a_log)
+    w_conv: jax.Array | None  # (conv, heads, 2 key_dim + value_dim): the short causal convolution, or None
     rule: str = eqx.field(static=True)
     form: str = eqx.field(static=True)
     chunk: int = eqx.field(static=True)
 
     def __init__(self, d_model: int, heads: int, key_dim: int, value_dim: int | None = None, *,
-                 rule: str = "linear", d_out: int | None = None, form: str = "chunked", chunk: int = 16,
-                 key: jax.Array):
+                 rule: str = "linear", d_out: int | None = None, conv: int = 0, form: str = "chunked",
+                 chunk: int = 16, key: jax.Array):
         d_model = _checks.positive_int("d_model", d_model)
         heads = _checks.positive_int("heads", heads)
         key_dim = _checks.positive_int("key_dim", key_dim)
@@ -491,6 +496,10 @@ class LinearAttention(eqx.Module):
         gammas = retnet_gammas(heads)
         self.decay_logit = jnp.asarray(np.log(gammas / (1.0 - gammas)), jnp.float32)
         self.a_log = jnp.zeros((heads,))
+        conv = _checks.nonnegative_int("conv", conv)
+        width = 2 * key_dim + value_dim
+        self.w_conv = (nn.init(jax.random.fold_in(key, 1), (conv, heads, width), "fan-in", fan_in=conv)
+                       if conv else None)  # PyTorch's Conv1d default, as Mamba-2's and DeltaNet's layers
 
     @property
     def heads(self) -> int:
@@ -504,11 +513,34 @@ class LinearAttention(eqx.Module):
     def value_dim(self) -> int:
         return self.w_v.shape[2]
 
-    def _inputs(self, x):
-        """Per head ``(heads, T, ...)``: queries, keys, values, log-decays ``g`` and rates ``beta``."""
-        q = jnp.einsum("td,dhk->htk", x, self.w_q)
-        k = jnp.einsum("td,dhk->htk", x, self.w_k)
-        v = jnp.einsum("td,dhv->htv", x, self.w_v)
+    @property
+    def conv(self) -> int:
+        return 0 if self.w_conv is None else self.w_conv.shape[0]
+
+    def _projections(self, x):
+        """``[q ; k ; v]`` before the convolution, ``(T, heads, 2 key_dim + value_dim)``."""
+        return jnp.concatenate([jnp.einsum("td,dhk->thk", x, w) for w in (self.w_q, self.w_k, self.w_v)], axis=-1)
+
+    def _convolved(self, raw, history):
+        """The short causal depthwise convolution ``out[t] = sum_j w[j] raw[t - j]`` over ``history`` (the
+        ``conv - 1`` rows before ``raw``) and ``raw``; returns the output rows and the new history."""
+        if self.w_conv is None:
+            return raw, history
+        rows = jnp.concatenate([history, raw], axis=0)
+        size, length = self.conv, raw.shape[0]
+        out = sum(self.w_conv[j] * rows[size - 1 - j:size - 1 - j + length] for j in range(size))
+        return out, rows[rows.shape[0] - (size - 1):]
+
+    def _inputs(self, x, history=None):
+        """Per head ``(heads, T, ...)``: queries, keys, values, log-decays ``g`` and rates ``beta``; and the
+        convolution's new history."""
+        raw = self._projections(x)
+        if history is None:
+            history = jnp.zeros((max(self.conv - 1, 0),) + raw.shape[1:], raw.dtype)
+        qkv, history = self._convolved(raw, history)
+        qkv = jnp.moveaxis(qkv, 0, 1)  # (heads, T, 2 key_dim + value_dim)
+        dk = self.key_dim
+        q, k, v = qkv[..., :dk], qkv[..., dk:2 * dk], qkv[..., 2 * dk:]
         gates = jnp.einsum("td,dhc->htc", x, self.w_gate) + self.gate_bias[:, None]
         beta = jax.nn.sigmoid(gates[..., 0])
         dt = jax.nn.softplus(gates[..., 1])
@@ -530,7 +562,7 @@ class LinearAttention(eqx.Module):
             v = v * dt[..., None]
         if self.rule == "linear":  # the normaliser is one more value column of ones
             v = jnp.concatenate([v, jnp.ones_like(v[..., :1])], axis=-1)
-        return q, k, v, g, b
+        return (q, k, v, g, b), history
 
     def _output(self, heads_out):
         if self.rule == "linear":
@@ -551,33 +583,39 @@ class LinearAttention(eqx.Module):
                              "and no positions to rotate")
         nn.features("x", x, self.w_q.shape[0], "d_model")
         form = self.form if form is None else _form(form)
-        q, k, v, g, b = self._inputs(x)
+        (q, k, v, g, b), _ = self._inputs(x)
         heads_out = jax.vmap(lambda *a: _masked_linear(*a, form, self.chunk), in_axes=(0, 0, 0, 0, None if b is None else 0))(
             q, k, v, g, b)
         return self._output(heads_out)
 
-    def init_cache(self, length: int) -> Float[Array, "heads key_dim state_dim"]:
-        """The decoding state: ``(heads, key_dim, value_dim)`` zeros (``value_dim + 1`` for ``"linear"``, whose
-        last column is the normaliser ``sum phi(k)``). ``length`` is checked and otherwise unused: the state does
-        not grow with the sequence."""
+    def init_cache(self, length: int) -> tuple[Float[Array, "heads key_dim state_dim"], Float[Array, "window heads width"]]:
+        """The decoding state: every head's ``(key_dim, value_dim)`` matrix ``S`` (``value_dim + 1`` columns for
+        ``"linear"``, whose last is the normaliser ``sum phi(k)``), zeros, and the convolution's last ``conv - 1``
+        input rows ``(conv - 1, heads, 2 key_dim + value_dim)`` (no rows without a convolution). ``length`` is
+        checked and otherwise unused: the state does not grow with the sequence."""
         _checks.positive_int("length", length)
-        return jnp.zeros((self.heads, self.key_dim, self.value_dim + (self.rule == "linear")))
+        state = jnp.zeros((self.heads, self.key_dim, self.value_dim + (self.rule == "linear")))
+        return state, jnp.zeros((max(self.conv - 1, 0), self.heads, 2 * self.key_dim + self.value_dim))
 
-    def step(self, x: Float[Array, "1 d_model"], cache, t) -> tuple[Float[Array, "1 d_out"], jax.Array]:
-        """One decoding step: the output for the new row ``x (1, d_model)`` and the updated state. ``t`` (the
-        position) is accepted for the book's decoding interface; no rule here reads it."""
+    def step(self, x: Float[Array, "1 d_model"], cache: tuple, t) -> tuple[Float[Array, "1 d_out"], tuple]:
+        """One decoding step: the output for the new row ``x (1, d_model)`` and the updated cache (the recurrent
+        form's one state update per head). ``t`` (the position) is accepted for the book's decoding interface;
+        no rule here reads it."""
         _checks.ndim("x", x, 2, "(1, d_model)")
         if x.shape[0] != 1:
             raise ValueError(f"x must have shape (1, d_model), got {tuple(x.shape)}")
         nn.features("x", x, self.w_q.shape[0], "d_model")
-        q, k, v, g, b = self._inputs(x)
+        state, history = cache
+        (q, k, v, g, b), history = self._inputs(x, history)
         run = lambda q_h, k_h, v_h, g_h, b_h, s_h: _recurrent(q_h, k_h, v_h, g_h, b_h, s_h)
-        out, state = jax.vmap(run, in_axes=(0, 0, 0, 0, None if b is None else 0, 0))(q, k, v, g, b, cache)
-        return self._output(out), state
+        out, state = jax.vmap(run, in_axes=(0, 0, 0, 0, None if b is None else 0, 0))(q, k, v, g, b, state)
+        return self._output(out), (state, history)
 
-    def state_bytes(self) -> int:
-        """Bytes of the decoding state (float32), the same for every length: chapter 12's against the KV cache."""
-        return int(np.prod(jax.eval_shape(lambda: self.init_cache(1)).shape)) * 4
+    def state_bytes(self, itemsize: int = 4) -> int:
+        """Bytes of the decoding state (:meth:`init_cache`, ``itemsize`` bytes a number), the same for every
+        length: chapter 12's against the KV cache's ``heads (key_dim + value_dim)`` numbers per token."""
+        itemsize = _checks.positive_int("itemsize", itemsize)
+        return itemsize * sum(int(np.prod(a.shape)) for a in jax.eval_shape(lambda: self.init_cache(1)))
 
 
 __all__ = [

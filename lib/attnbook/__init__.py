@@ -60,7 +60,8 @@ Errors:
   they must fit, NaN or infinite learning rates, ``noise`` that would make a probability negative);
   token ids, labels and lengths outside their range (``-1`` is never read as "the last class").
 - Value checks on arrays also hold under ``jax.jit`` and ``jax.vmap``: there they are compiled into the
-  program with ``equinox.error_if`` and stop it with the same message (``EquinoxRuntimeError``; under
+  program (in the library's own programs as a returned error, which keeps them cacheable; in a reader's
+  ``jit`` as ``equinox.error_if``) and stop it with the same message (``EquinoxRuntimeError``; under
   plain ``jax.jit`` a ``JaxRuntimeError`` that carries it at its end; in a notebook set up with
   ``plotting.setup`` the message is printed first). Their cost is one comparison and reduction over the
   checked array (token ids, lengths), never over the attention matrix.

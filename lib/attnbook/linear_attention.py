@@ -591,11 +591,12 @@ class LinearAttention(eqx.Module):
         nn.features("x", x, self.w_q.shape[0], "d_model")
         form = self.form if form is None else _form(form)
         (q, k, v, g, b), _ = self._inputs(x)
-        heads_out = jax.vmap(lambda *a: _masked_linear(*a, form, self.chunk), in_axes=(0, 0, 0, 0, None if b is None else 0))(
-            q, k, v, g, b)
+        per_head = lambda *a: _masked_linear(*a, form, self.chunk)
+        heads_out = jax.vmap(per_head, in_axes=(0, 0, 0, 0, None if b is None else 0))(q, k, v, g, b)
         return self._output(heads_out)
 
-    def init_cache(self, length: int) -> tuple[Float[Array, "heads key_dim state_dim"], Float[Array, "window heads width"]]:
+    def init_cache(self, length: int
+                   ) -> tuple[Float[Array, "heads key_dim state_dim"], Float[Array, "window heads width"]]:
         """The decoding state: every head's ``(key_dim, value_dim)`` matrix ``S`` (``value_dim + 1`` columns for
         ``"linear"``, whose last is the normaliser ``sum phi(k)``), zeros, and the convolution's last ``conv - 1``
         input rows ``(conv - 1, heads, 2 key_dim + value_dim)`` (no rows without a convolution). ``length`` is

@@ -19,6 +19,11 @@ New here: queries after a cache (``Tq < Tk``), the cache trimmed to a window, sp
 pairs, dropout, and a cache after a prefill of several tokens.
 """
 
+import ast
+import inspect
+import json
+from pathlib import Path
+
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -44,7 +49,7 @@ CASES = [
     (bugs.dropout_weights_sum, [bugs.dropout_without_rescaling, bugs.dropout_before_the_softmax],
      [bugs.equinox_dropout]),
     (bugs.cache_matches_recompute, [bugs.cached_rope_step_from_zero], [bugs.cached_rope_step]),
-    (bugs.half_precision_softmax, [bugs.softmax_float16_unshifted, bugs.softmax_float16_filled_with_minus_1e9],
+    (bugs.half_precision_softmax, [bugs.float16_softmax_unshifted, bugs.float16_softmax_minus_1e9],
      [masked_softmax]),
 ]
 
@@ -98,12 +103,37 @@ def test_correct_dropout_may_sum_above_one_in_a_row():
 
 
 def test_check_prints_one_row_per_version(capsys):
-    findings = bugs.check(bugs.window_semantics, bugs.window_mask_one_too_wide, sliding_window_mask)
-    assert [f.holds for f in findings] == [False, True]
+    bugs.check(bugs.window_semantics, bugs.window_mask_one_too_wide, sliding_window_mask)
     assert capsys.readouterr().out.splitlines() == [
         "window_semantics", "  window_mask_one_too_wide  ✗ 5", "  sliding_window_mask       ✓ ≤ 0"]
+
+
+def test_a_table_too_wide_for_a_phone_puts_each_finding_under_its_name(capsys):
+    bugs.check(bugs.fully_masked_rows_are_zero, bugs.softmax_filled_with_large_negative)
+    assert capsys.readouterr().out.splitlines() == [
+        "fully_masked_rows_are_zero", "  softmax_filled_with_large_negative", "    ✗ 0.25"]
 
 
 def test_a_nan_is_a_failure():
     assert not bugs.Finding(float("nan"), 1.0).holds
     assert str(bugs.Finding(float("nan"), 1.0)) == "✗ nan"
+
+
+@pytest.mark.parametrize("lang", ["en", "ja"])
+def test_the_appendix_shows_the_librarys_buggy_versions_verbatim(lang):
+    """Every function the appendix defines is, character for character, the one of attnbook.bugs that the tests
+    above show failing; and every buggy version tested here is shown in the appendix."""
+    path = Path(__file__).resolve().parent.parent / "chapters" / lang / "bugs.ipynb"
+    shown = {}
+    for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
+        if cell["cell_type"] != "code":
+            continue
+        source = "".join(cell["source"])
+        if source.lstrip().startswith(("#|", "%")):
+            continue
+        for node in ast.parse(source).body:
+            if isinstance(node, ast.FunctionDef):
+                shown[node.name] = "\n".join(source.splitlines()[node.lineno - 1:node.end_lineno])
+    for name, text in shown.items():
+        assert text == inspect.getsource(getattr(bugs, name)).rstrip("\n"), name
+    assert {version.__name__ for _, version in BUGGY} <= set(shown)

@@ -36,6 +36,8 @@ One module per concept, in chapter order (a module imports only modules of its o
 - :mod:`attnbook.induction`: the attention-only Transformer of Elhage et al., previous-token and induction scores,
   in-context loss, head ablation and Q/K/V-composition scores (ch. 11)
 - :mod:`attnbook.plotting`: fonts, labels and heat-maps in the page's language
+- :mod:`attnbook.bugs`: the appendix of attention bugs from real projects: the smallest buggy versions, the
+  correct ones and the properties that catch them, printed as a table by ``check``
 
 Bad input: the contract
 -----------------------

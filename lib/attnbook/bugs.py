@@ -62,14 +62,19 @@ def _deviation(got, expected) -> float:
     return float(np.max(np.abs(got - expected), initial=0.0))
 
 
-def check(prop: Callable[..., Finding], *versions: Callable, **settings) -> list[Finding]:
-    """Run ``prop`` on each version and print one row per version: its name and the finding."""
+PHONE_COLUMNS = 37
+"""The longest printed line that fits a phone's output column (tools/bookcheck.py): a table whose rows would be
+longer puts each finding on a line of its own, under its version's name."""
+
+
+def check(prop: Callable[..., Finding], *versions: Callable, **settings) -> None:
+    """Run ``prop`` on each version and print a row per version: its name and the finding."""
     findings = [prop(version, **settings) for version in versions]
     width = max(len(v.__name__) for v in versions)
+    one_line = 2 + width + 2 + max(len(str(f)) for f in findings) <= PHONE_COLUMNS
     print(prop.__name__)
     for version, finding in zip(versions, findings):
-        print(f"  {version.__name__:<{width}}  {finding}")
-    return findings
+        print(f"  {version.__name__:<{width}}  {finding}" if one_line else f"  {version.__name__}\n    {finding}")
 
 
 def _normal(seed: int, *shape: int) -> jax.Array:
@@ -349,12 +354,12 @@ def cache_matches_recompute(step, *, chunks=(4, 1, 1, 2), d: int = 4, seed: int 
 #    google/flax #982; NVIDIA/apex #93)
 
 
-def softmax_float16_unshifted(scores, mask):
+def float16_softmax_unshifted(scores, mask):
     e = jnp.where(mask, jnp.exp(scores), 0.0)  # exp(12) = 162755 > 65504, the largest float16
     return e / e.sum(axis=-1, keepdims=True)
 
 
-def softmax_float16_filled_with_minus_1e9(scores, mask):
+def float16_softmax_minus_1e9(scores, mask):
     return jax.nn.softmax(jnp.where(mask, scores, -1e9), axis=-1)  # -1e9 is -inf in float16
 
 

@@ -135,5 +135,7 @@ def test_the_appendix_shows_the_librarys_buggy_versions_verbatim(lang):
             if isinstance(node, ast.FunctionDef):
                 shown[node.name] = "\n".join(source.splitlines()[node.lineno - 1:node.end_lineno])
     for name, text in shown.items():
+        if not hasattr(bugs, name):  # an exercise's starter or solution
+            continue
         assert text == inspect.getsource(getattr(bugs, name)).rstrip("\n"), name
     assert {version.__name__ for _, version in BUGGY} <= set(shown)

@@ -303,8 +303,9 @@ def _show(value: Any) -> str:
     return repr(value)
 
 
-def _show_inputs(kwargs: dict[str, Any]) -> str:
-    return "; ".join(f"{name} = {_show(value)}" for name, value in kwargs.items())
+def _show_inputs(kwargs: dict[str, Any], lang: str) -> str:
+    """The arguments of a failing case, ``name = value``, separated by ``; `` (「、」 in Japanese)."""
+    return ("、" if lang == "ja" else "; ").join(f"{name} = {_show(value)}" for name, value in kwargs.items())
 
 
 def _line(label: str, text: str) -> str:
@@ -369,7 +370,7 @@ def _check_function(exercise: Exercise, answer: Any, lang: str, seed: int) -> Re
             got = answer(**kwargs)
         except Exception as error:  # the reader's bug is reported, not raised: "Run all" goes on
             message = _say("raised", lang, id=ident, i=i, n=n, error=f"{type(error).__name__}: {error}")
-            return Result(False, message + "\n" + _line(_say("input", lang), _show_inputs(kwargs)))
+            return Result(False, message + "\n" + _line(_say("input", lang), _show_inputs(kwargs, lang)))
         if got is None and expected is not None:
             return Result(False, _say("returned_none", lang, id=ident, i=i, n=n))
         try:
@@ -378,7 +379,7 @@ def _check_function(exercise: Exercise, answer: Any, lang: str, seed: int) -> Re
             same, hint = False, ""
         if not same:
             lines = [_say("fail", lang, id=ident, i=i, n=n),
-                     _line(_say("input", lang), _show_inputs(kwargs)),
+                     _line(_say("input", lang), _show_inputs(kwargs, lang)),
                      _line(_say("expected", lang), _show(expected)),
                      _line(_say("got", lang), _show(got))]
             if hint:

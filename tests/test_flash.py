@@ -1,4 +1,4 @@
-"""attnbook.flash.flash_attention against jax.nn.dot_product_attention and scaled_dot_product_attention.
+"""attnbook.attention.flash_attention against jax.nn.dot_product_attention and scaled_dot_product_attention.
 
 Outputs and gradients (through the custom VJP, which recomputes every tile from the stored log-sum-exp)
 must agree with both references, causal or not, with masks and fully masked rows, for lengths that the
@@ -15,9 +15,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from attnbook import cost, flash
+from attnbook import attention, cost
 from attnbook.attention import scaled_dot_product_attention
-from attnbook.flash import flash_attention
+from attnbook.attention import flash_attention
 
 jax.config.update("jax_enable_x64", False)
 
@@ -171,9 +171,9 @@ def test_causal_attention_visits_exactly_the_tiles_that_meet_the_triangle(tq, tk
     n_q, n_k = math.ceil(tq / query_block), math.ceil(tk / key_block)
     # A tile (i, j) holds an allowed pair when its first key is at or before its last query.
     needed = {(i, j) for i in range(n_q) for j in range(n_k) if j * key_block <= i * query_block + query_block - 1}
-    forward = {(i, j) for i in range(n_q) for j in range(int(flash._key_blocks_seen(i, query_block, key_block, n_k,
+    forward = {(i, j) for i in range(n_q) for j in range(int(attention._key_blocks_seen(i, query_block, key_block, n_k,
                                                                                          True)))}
-    backward = {(i, j) for j in range(n_k) for i in range(flash._first_query_block(j, query_block, key_block, True),
+    backward = {(i, j) for j in range(n_k) for i in range(attention._first_query_block(j, query_block, key_block, True),
                                                           n_q)}
     assert forward == needed and backward == needed
     if (tq, query_block) == (4096, 512):

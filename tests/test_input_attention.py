@@ -1,4 +1,4 @@
-"""attnbook.attention and attnbook.flash under bad and extreme input: the contract of attnbook's docstring.
+"""attnbook.attention under bad and extreme input: the contract of attnbook's docstring.
 
 Every bad argument raises the documented type with a message naming the argument (and the expected
 and received value); the defined edge cases (T = 0, fully masked rows, -inf biases, NaN/inf padding,
@@ -12,9 +12,8 @@ import numpy as np
 import pytest
 
 from attnbook import masking
-from attnbook.flash import flash_attention
-from attnbook.attention import (SelfAttention, attention_scores, chunked_attention, masked_softmax,
-                                scaled_dot_product_attention)
+from attnbook.attention import (SelfAttention, attention_scores, chunked_attention, flash_attention,
+                                masked_softmax, scaled_dot_product_attention)
 
 jax.config.update("jax_enable_x64", False)
 

@@ -36,6 +36,10 @@ One module per concept, in chapter order (a module imports only modules of its o
   characters with its SHA-256 checked, and random windows from one split (ch. 11)
 - :mod:`attnbook.induction`: the attention-only Transformer of Elhage et al., previous-token and induction scores,
   in-context loss, head ablation and Q/K/V-composition scores (ch. 11)
+- :mod:`attnbook.linear_attention`: masked linear attention in its parallel, chunked and recurrent forms: kernel
+  linear attention, retention (RetNet), SSD (Mamba-2), the delta rule and its gated form (DeltaNet, Gated
+  DeltaNet), RWKV-4's WKV as chapter 5's AFT-full with a decay bias, and a multi-head layer with a constant-size
+  decoding state (ch. 12)
 - :mod:`attnbook.plotting`: fonts, labels and heat-maps in the page's language
 
 Bad input: the contract

@@ -7,7 +7,7 @@ as Llama 2 does (``attnbook.kv.equal_parameter_model``: width 144 for 2 key/valu
 to 4 with their own data, 300 Adam steps, five seeds vmapped, the held-out loss on chapter 8's 128 evaluation
 sequences.
 
-Writes bench/results/kv_heads_equal_parameters.csv (per kv_heads and seed: held-out loss, excess over the optimum,
+Writes lib/attnbook/experiments/results/kv_heads_equal_parameters.csv (per kv_heads and seed: held-out loss, excess over the optimum,
 feed-forward width, cache bytes per token per layer, the model's parameters) and the .json (machine, load,
 versions, settings, time per run).
 
@@ -17,17 +17,13 @@ versions, settings, time per run).
 from __future__ import annotations
 
 import json
-import pathlib
-import sys
 import time
 
-sys.path.insert(0, str(pathlib.Path(__file__).parent))
-from attention_cost import write_csv  # noqa: E402
-from kv_heads_quality import OUT, SEEDS, UPTRAIN_TO, held_out  # noqa: E402
-from run_info import RunInfo  # noqa: E402
+from kv_heads_quality import OUT, SEEDS, UPTRAIN_TO, held_out
 
-from attnbook import extrapolation as ex  # noqa: E402
-from attnbook import kv, nn  # noqa: E402
+from attnbook import extrapolation as ex
+from attnbook import kv, nn
+from attnbook.experiments import RunInfo, write_csv
 
 
 def main() -> None:

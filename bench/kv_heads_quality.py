@@ -15,13 +15,13 @@ is a held-out estimate; the excess over the batch's optimum is stored per step, 
 the first ``UPTRAIN_STEPS`` steps of training the same ``kv_heads`` from scratch.
 
 Writes
-- bench/results/kv_heads_quality.csv: per kv_heads and seed, the held-out loss on chapter 8's 128 evaluation
+- lib/attnbook/experiments/results/kv_heads_quality.csv: per kv_heads and seed, the held-out loss on chapter 8's 128 evaluation
   sequences of length 32, its excess over the optimum, the final training loss (last 20 steps), KV-cache bytes
   per token per layer and per token for the model, attention parameters per layer and the model's parameters;
   the rows ``uptrained`` give the same held-out numbers after uptraining (and before, ``steps=0``);
-- bench/results/kv_heads_uptraining.csv: per method (uptrained from 4 heads, or from scratch), kv_heads, seed
+- lib/attnbook/experiments/results/kv_heads_uptraining.csv: per method (uptrained from 4 heads, or from scratch), kv_heads, seed
   and step, the batch's loss and its excess over the batch's optimum;
-- bench/results/kv_heads_quality.json: the machine, the load, the versions, the settings, the time per run.
+- lib/attnbook/experiments/results/kv_heads_quality.json: the machine, the load, the versions, the settings, the time per run.
 
     python bench/kv_heads_quality.py
 """
@@ -29,24 +29,19 @@ Writes
 from __future__ import annotations
 
 import json
-import pathlib
-import sys
 import time
 
 import numpy as np
 
-sys.path.insert(0, str(pathlib.Path(__file__).parent))
-from attention_cost import write_csv  # noqa: E402
-from run_info import RunInfo  # noqa: E402
-
-from attnbook import extrapolation as ex  # noqa: E402
-from attnbook import kv, nn  # noqa: E402
+from attnbook import extrapolation as ex
+from attnbook import kv, nn
+from attnbook.experiments import RunInfo, source_folder, write_csv
 
 SEEDS = [0, 1, 2, 3, 4]
 KV_HEADS = [4, 2, 1]
 UPTRAIN_TO = [2, 1]
 UPTRAIN_STEPS = 60  # 20% of the 300 pre-training steps; the paper's 5% is step 15
-OUT = pathlib.Path(__file__).parent / "results"
+OUT = source_folder()
 
 
 def batches(seed: int, steps: int, rng_seed: int):

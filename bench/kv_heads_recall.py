@@ -17,11 +17,11 @@ Baselines on the recalled values of the evaluation sequences:
   belongs to (each value in proportion to how often the 4 pairs list it), and its accuracy (the most frequent
   value, ties shared); the plateau a model sits on before it learns to bind keys to values.
 
-Writes bench/results/kv_heads_recall.csv (per kv_heads and seed: held-out loss and accuracy on the recalled values
+Writes lib/attnbook/experiments/results/kv_heads_recall.csv (per kv_heads and seed: held-out loss and accuracy on the recalled values
 of 256 evaluation sequences, the mean training loss of the last 50 steps, cache bytes per token per layer, the
-model's parameters; and the baselines), bench/results/kv_heads_recall_curves.csv (per kv_heads, seed and block of
+model's parameters; and the baselines), lib/attnbook/experiments/results/kv_heads_recall_curves.csv (per kv_heads, seed and block of
 20 steps, the mean training loss on the recalled values: every batch is new data, so it is a held-out estimate)
-and bench/results/kv_heads_recall.json (machine, load, versions, settings, wall and CPU time per kv_heads).
+and lib/attnbook/experiments/results/kv_heads_recall.json (machine, load, versions, settings, wall and CPU time per kv_heads).
 
     python bench/kv_heads_recall.py
 """
@@ -29,23 +29,18 @@ and bench/results/kv_heads_recall.json (machine, load, versions, settings, wall 
 from __future__ import annotations
 
 import json
-import pathlib
-import sys
 import time
 
 import numpy as np
 
-sys.path.insert(0, str(pathlib.Path(__file__).parent))
-from attention_cost import write_csv  # noqa: E402
-from run_info import RunInfo  # noqa: E402
-
-from attnbook import extrapolation as ex  # noqa: E402
-from attnbook import kv, nn  # noqa: E402
+from attnbook import extrapolation as ex
+from attnbook import kv, nn
+from attnbook.experiments import RunInfo, source_folder, write_csv
 
 SEEDS = [0, 1, 2, 3, 4]
 KV_HEADS = [8, 4, 2, 1]
 BLOCK = 20  # steps per point of the stored training curves
-OUT = pathlib.Path(__file__).parent / "results"
+OUT = source_folder()
 
 
 def bag_of_values(r) -> tuple[float, float]:

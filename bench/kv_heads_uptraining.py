@@ -11,9 +11,9 @@ multi-head model itself. Same step, same cost: one step of either is one batch o
 of the 300 pre-training steps is 15 steps. Every EVERY steps each model's held-out loss on chapter 8's 128
 evaluation sequences of length 32 is computed inside the compiled training program (five seeds vmapped).
 
-Writes bench/results/kv_heads_uptraining_grid.csv (per method, kv_heads, seed and step 0, 5, ..., 300: held-out
+Writes lib/attnbook/experiments/results/kv_heads_uptraining_grid.csv (per method, kv_heads, seed and step 0, 5, ..., 300: held-out
 loss and excess over the optimum; ``uptrained`` step 0 is the mean-pooled model untrained, ``from_scratch`` step 0
-the initial model) and bench/results/kv_heads_uptraining_grid.json (machine, load, versions, settings, wall and
+the initial model) and lib/attnbook/experiments/results/kv_heads_uptraining_grid.json (machine, load, versions, settings, wall and
 CPU time per run).
 
     python bench/kv_heads_uptraining.py
@@ -22,8 +22,6 @@ CPU time per run).
 from __future__ import annotations
 
 import json
-import pathlib
-import sys
 import time
 
 import equinox as eqx
@@ -31,21 +29,19 @@ import jax
 import numpy as np
 import optax
 
-sys.path.insert(0, str(pathlib.Path(__file__).parent))
-from attention_cost import write_csv  # noqa: E402
-from kv_heads_quality import batches  # noqa: E402
-from run_info import RunInfo  # noqa: E402
+from kv_heads_quality import batches
 
-from attnbook import extrapolation as ex  # noqa: E402
-from attnbook import kv  # noqa: E402
-from attnbook import train as train_module  # noqa: E402
+from attnbook import extrapolation as ex
+from attnbook import kv
+from attnbook import train as train_module
+from attnbook.experiments import RunInfo, source_folder, write_csv
 
 SEEDS = [0, 1, 2, 3, 4]
 MHA = 4
 UPTRAIN_TO = [2, 1]
 STEPS = 300  # pre-training steps, and the longest fine-tuning
 EVERY = 5  # steps between held-out evaluations
-OUT = pathlib.Path(__file__).parent / "results"
+OUT = source_folder()
 
 
 def train_with_checkpoints(models, inputs, targets, eval_x, eval_y):

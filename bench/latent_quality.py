@@ -8,9 +8,9 @@ a latent of rank ``r``. The ranks give a cache of ``r + 4`` numbers per token an
 (r = 12: 16 numbers, 64 bytes), of GQA with 2 key/value heads (r = 28: 32 numbers) and of MHA (r = 60: 64
 numbers); DeepSeek-V2's own choice ``d_c = 4 d_h`` is r = 32.
 
-Writes bench/results/latent_quality.csv (per rank and seed: held-out loss on chapter 8's 128 evaluation
+Writes lib/attnbook/experiments/results/latent_quality.csv (per rank and seed: held-out loss on chapter 8's 128 evaluation
 sequences of length 32, excess over the optimum, final training loss, cache bytes per token per layer and for
-the model, attention parameters per layer, the model's parameters) and bench/results/latent_quality.json (the
+the model, attention parameters per layer, the model's parameters) and lib/attnbook/experiments/results/latent_quality.json (the
 machine, the load, the versions, the settings, the time per rank).
 
     python bench/latent_quality.py
@@ -19,17 +19,13 @@ machine, the load, the versions, the settings, the time per rank).
 from __future__ import annotations
 
 import json
-import pathlib
-import sys
 import time
 
-sys.path.insert(0, str(pathlib.Path(__file__).parent))
-from attention_cost import write_csv  # noqa: E402
-from run_info import RunInfo  # noqa: E402
-from kv_heads_quality import OUT, SEEDS, held_out  # noqa: E402
+from kv_heads_quality import OUT, SEEDS, held_out
 
-from attnbook import extrapolation as ex  # noqa: E402
-from attnbook import kv, nn  # noqa: E402
+from attnbook import extrapolation as ex
+from attnbook import kv, nn
+from attnbook.experiments import RunInfo, write_csv
 
 RANKS = [12, 28, 60]
 ROPE_DIM = 4

@@ -21,7 +21,7 @@ chapter 8's 128 held-out sequences (``ex.experiment_eval_data``), or their prefi
    of the whole sequence. The same for ``rope_bos``: RoPE models trained (as chapter 8's, 300 steps) with a
    beginning-of-sequence token, symbol 8, before every sequence, so that position 0 always holds the same token.
 
-Writes bench/results/long_context_finetune.csv, long_context_window.csv, long_context_sink_mass.csv (per
+Writes lib/attnbook/experiments/results/long_context_finetune.csv, long_context_window.csv, long_context_sink_mass.csv (per
 query position, mean over the heads of each block), long_context_sink_heads.csv (per head, the mean over queries
 i >= L), long_context_rolling_cache.csv, and long_context.json (machine, load, versions, settings, timings).
 The stored run took 46 minutes on a 2-core machine shared with other jobs (load average 3 to 12, in the JSON; 13
@@ -48,8 +48,6 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import pathlib
-import sys
 import time
 
 import equinox as eqx
@@ -57,16 +55,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-sys.path.insert(0, str(pathlib.Path(__file__).parent))
-from attention_cost import write_csv  # noqa: E402
-from run_info import RunInfo  # noqa: E402
-
-from attnbook import extrapolation as ex  # noqa: E402
-from attnbook import positional  # noqa: E402
-from attnbook.train import cross_entropy  # noqa: E402
+from attnbook import extrapolation as ex
+from attnbook.experiments import RunInfo, source_folder, write_csv
+from attnbook import positional
+from attnbook.train import cross_entropy
 
 SEEDS = [0, 1, 2, 3, 4]
-OUT = pathlib.Path(__file__).parent / "results"
+OUT = source_folder()
 MULTIPLE = 4
 FT_STEPS = [0, 10, 30, 100, 300]
 FT_BATCH = 8

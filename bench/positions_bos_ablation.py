@@ -8,9 +8,9 @@ chapter 8's settings and seeds 0-4) is trained on BOS + L tokens and evaluated o
 held-out sequences as chapter 8. The target after BOS is the first token (uniform); every other target and its
 optimum are chapter 8's.
 
-Writes bench/results/positions_bos_ablation.csv: per seed and length, the mean loss over the chain's positions
+Writes lib/attnbook/experiments/results/positions_bos_ablation.csv: per seed and length, the mean loss over the chain's positions
 0 .. L - 1 (at L) or beyond L (at 2L, 4L, 8L), on exactly the targets of positions_extrapolation.csv; and
-bench/results/positions_bos_ablation.json (machine, date, load).
+lib/attnbook/experiments/results/positions_bos_ablation.json (machine, date, load).
 
     python bench/positions_bos_ablation.py
 """
@@ -18,20 +18,15 @@ bench/results/positions_bos_ablation.json (machine, date, load).
 from __future__ import annotations
 
 import json
-import pathlib
-import sys
 
 import numpy as np
 
-sys.path.insert(0, str(pathlib.Path(__file__).parent))
-from attention_cost import write_csv  # noqa: E402
-from run_info import RunInfo  # noqa: E402
-
-from attnbook import extrapolation as ex  # noqa: E402
+from attnbook import extrapolation as ex
+from attnbook.experiments import RunInfo, source_folder, write_csv
 
 SEEDS = [0, 1, 2, 3, 4]
 MULTIPLES = [1, 2, 4, 8]
-OUT = pathlib.Path(__file__).parent / "results"
+OUT = source_folder()
 
 
 def with_bos(x, y, bos):

@@ -7,19 +7,19 @@ its own training data (NumPy seed 1000 + seed) and initial weights (``jax.random
 sequences are the same for every model, and every length is a prefix of the same 128 sequences of 8L tokens.
 
 Writes
-- bench/results/positions_extrapolation.csv: one line per encoding, seed and evaluation length, with the
+- lib/attnbook/experiments/results/positions_extrapolation.csv: one line per encoding, seed and evaluation length, with the
   mean loss over all positions, over positions beyond L, and the final training loss (last 20 steps);
   Two baselines are stored as encodings too: ``optimum`` (the mean entropy of the true next-token
   distribution) and ``current_token`` (the best predictor that reads only the current token, exact from the
   chain's table: ``ex.current_token_loss``);
-- bench/results/positions_per_position.csv: the mean loss at every position, per encoding, seed and length,
+- lib/attnbook/experiments/results/positions_per_position.csv: the mean loss at every position, per encoding, seed and length,
   and the two baselines;
-- bench/results/positions_diagnostics.csv: measurements at 8L that explain the failures: every model's loss
+- lib/attnbook/experiments/results/positions_diagnostics.csv: measurements at 8L that explain the failures: every model's loss
   beyond L with its attention restricted to offsets below L, the fraction of attention mass that positions
   >= L give to offsets >= L (and that of uniform attention), and three interventions on the T5 bias table
   (copy bucket 21 into 22-31; set 21-31 to the mean of buckets 3-20; mask offsets >= 31), with the trained
   biases of buckets 21 and 3-20 (mean over heads);
-- bench/results/positions_extrapolation.json: the machine, the load average, the settings, the time per encoding.
+- lib/attnbook/experiments/results/positions_extrapolation.json: the machine, the load average, the settings, the time per encoding.
 
 Chapter 8 reads them and re-trains one seed live. The stored run took 19 minutes on a 2-core machine shared with
 other jobs (load average 6 to 10); an idle machine needs a fraction of that:
@@ -30,22 +30,17 @@ other jobs (load average 6 to 10); an idle machine needs a fraction of that:
 from __future__ import annotations
 
 import json
-import pathlib
-import sys
 import time
 
 import equinox as eqx
 import numpy as np
 
-sys.path.insert(0, str(pathlib.Path(__file__).parent))
-from attention_cost import write_csv  # noqa: E402
-from run_info import RunInfo  # noqa: E402
-
-from attnbook import extrapolation as ex  # noqa: E402
+from attnbook import extrapolation as ex
+from attnbook.experiments import RunInfo, source_folder, write_csv
 
 SEEDS = [0, 1, 2, 3, 4]
 MULTIPLES = [1, 2, 4, 8]
-OUT = pathlib.Path(__file__).parent / "results"
+OUT = source_folder()
 
 
 def t5_interventions(model, x, y, L):

@@ -18,16 +18,16 @@ next-token distribution) and ``current_token`` (the best predictor that reads on
 "static" use of each method (not the dynamic one, where s grows with the sequence read so far).
 
 Writes
-- bench/results/rope_scaling.csv: one line per method, seed and evaluation length: mean loss over all positions
+- lib/attnbook/experiments/results/rope_scaling.csv: one line per method, seed and evaluation length: mean loss over all positions
   and over positions >= L, each also as excess over the optimum of the same targets, and the final training loss;
-- bench/results/rope_scaling_summary.csv: per method and length, the excess loss beyond L over the five seeds
+- lib/attnbook/experiments/results/rope_scaling_summary.csv: per method and length, the excess loss beyond L over the five seeds
   (mean, min, max), beside the current-token baseline's;
-- bench/results/rope_scaling_comparisons.csv: per pair of methods and length, on how many seeds the first is below
+- lib/attnbook/experiments/results/rope_scaling_comparisons.csv: per pair of methods and length, on how many seeds the first is below
   the second (paired by seed: the same training data and initial key), whether that holds for every seed, and the
   mean difference;
-- bench/results/rope_scaling_per_position.csv: the loss at every position, per method, seed and length;
-- bench/results/rope_scaling.json: machine, load, versions, settings, timings, the check that plain RoPE and
-  ALiBi reproduce chapter 8's stored numbers (bench/results/positions_extrapolation.csv), and per method and pair
+- lib/attnbook/experiments/results/rope_scaling_per_position.csv: the loss at every position, per method, seed and length;
+- lib/attnbook/experiments/results/rope_scaling.json: machine, load, versions, settings, timings, the check that plain RoPE and
+  ALiBi reproduce chapter 8's stored numbers (lib/attnbook/experiments/results/positions_extrapolation.csv), and per method and pair
   the largest angle read over the largest angle trained (``angle_ranges``).
 
 The stored run took about 11 minutes on a 2-core machine shared with other jobs (load average 8 to 15; an earlier
@@ -42,22 +42,17 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
-import pathlib
-import sys
 import time
 
 import numpy as np
 
-sys.path.insert(0, str(pathlib.Path(__file__).parent))
-from attention_cost import write_csv  # noqa: E402
-from run_info import RunInfo  # noqa: E402
-
-from attnbook import extrapolation as ex  # noqa: E402
-from attnbook import positional  # noqa: E402
+from attnbook import extrapolation as ex
+from attnbook import positional
+from attnbook.experiments import RunInfo, source_folder, write_csv
 
 SEEDS = [0, 1, 2, 3, 4]
 MULTIPLES = [2, 4, 8]
-OUT = pathlib.Path(__file__).parent / "results"
+OUT = source_folder()
 
 
 @dataclasses.dataclass(frozen=True)

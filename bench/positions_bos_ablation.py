@@ -22,7 +22,7 @@ import json
 import numpy as np
 
 from attnbook import extrapolation as ex
-from attnbook.experiments import RunInfo, source_folder, write_csv
+from attnbook.experiments import RunInfo, ch08, source_folder, write_csv
 
 SEEDS = [0, 1, 2, 3, 4]
 MULTIPLES = [1, 2, 4, 8]
@@ -37,13 +37,13 @@ def with_bos(x, y, bos):
 
 def main() -> None:
     info = RunInfo("python bench/positions_bos_ablation.py")
-    s, L = ex.SETTINGS, ex.SETTINGS["train_length"]
+    s, L = ch08.SETTINGS.to_dict(), ch08.SETTINGS.train_length
     bos = s["vocab_size"]
-    data = [with_bos(*ex.experiment_training_data(seed), bos) for seed in SEEDS]
+    data = [with_bos(*ch08.training_data(seed), bos) for seed in SEEDS]
     models, _ = ex.train("nope", SEEDS, np.stack([d[0] for d in data]), np.stack([d[1] for d in data]),
                          vocab_size=s["vocab_size"] + 1, learning_rate=s["learning_rate"], d_model=s["d_model"],
                          depth=s["depth"], heads=s["heads"])
-    x8, y8, _ = ex.experiment_eval_data(max(MULTIPLES))
+    x8, y8, _ = ch08.eval_data(max(MULTIPLES))
     xb, yb = with_bos(x8, y8, bos)
     rows = []
     for i, seed in enumerate(SEEDS):

@@ -36,7 +36,7 @@ import equinox as eqx
 import numpy as np
 
 from attnbook import extrapolation as ex
-from attnbook.experiments import RunInfo, source_folder, write_csv
+from attnbook.experiments import RunInfo, ch08, source_folder, write_csv
 
 SEEDS = [0, 1, 2, 3, 4]
 MULTIPLES = [1, 2, 4, 8]
@@ -58,9 +58,9 @@ def t5_interventions(model, x, y, L):
 
 def main() -> None:
     info = RunInfo(None)
-    L = ex.SETTINGS["train_length"]
-    x8, y8, floor8 = ex.experiment_eval_data(max(MULTIPLES))
-    current8 = ex.current_token_loss(ex.experiment_table(), ex.SETTINGS["order"], x8)
+    L = ch08.SETTINGS.train_length
+    x8, y8, floor8 = ch08.eval_data(max(MULTIPLES))
+    current8 = ex.current_token_loss(ch08.table(), ch08.SETTINGS.order, x8)
     evals = {m: (x8[:, :m * L], y8[:, :m * L]) for m in MULTIPLES}  # every length: prefixes of the same sequences
     summary, per_position, diagnostics, timings = [], [], [], {}
     for name, values in (("optimum", floor8), ("current_token", current8)):
@@ -75,7 +75,7 @@ def main() -> None:
                             value=round(ex.uniform_far_fraction(max(MULTIPLES) * L, L, L), 5)))
     for encoding in ex.ENCODINGS:
         began = time.time()
-        models, losses = ex.experiment_train(encoding, SEEDS)
+        models, losses = ch08.train(encoding, SEEDS)
         for i, seed in enumerate(SEEDS):
             model = ex.select(models, i)
             for m, (x, y) in evals.items():
@@ -110,8 +110,8 @@ def main() -> None:
     write_csv(OUT / "positions_diagnostics.csv", diagnostics)
     meta = info.metadata(
         samples_name="after_each_encoding",
-        settings=dict(ex.SETTINGS, seeds=SEEDS, eval_multiples=MULTIPLES),
-        eval_sequences="every length is a prefix of the same 8L sequences (ex.experiment_eval_data)",
+        settings=dict(ch08.SETTINGS.to_dict(), seeds=SEEDS, eval_multiples=MULTIPLES),
+        eval_sequences="every length is a prefix of the same 8L sequences (ch08.eval_data)",
         current_token="exact: ex.current_token_loss, the chain's conditional of the next token given the current one",
         seconds_per_encoding=timings,
     )

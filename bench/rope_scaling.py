@@ -1,6 +1,6 @@
 """Chapter 9: chapter 8's RoPE models read at 2L, 4L and 8L with RoPE stretched, without fine-tuning.
 
-Trains chapter 8's RoPE and ALiBi models exactly as bench/positions_extrapolation.py does (``ex.SETTINGS``:
+Trains chapter 8's RoPE and ALiBi models exactly as bench/positions_extrapolation.py does (``ch08.SETTINGS``:
 Markov chain of order 2 over 8 symbols, 2-layer causal Transformer, d_model 32, 4 heads of 8 features, 300 Adam
 steps at L = 32, seeds 0-4 vmapped in one program, seed s trained on NumPy seed 1000 + s and initialised with
 ``jax.random.key(s)``), then evaluates each RoPE model at m L (m = 2, 4, 8) on chapter 8's held-out sequences
@@ -48,7 +48,7 @@ import numpy as np
 
 from attnbook import extrapolation as ex
 from attnbook import positional
-from attnbook.experiments import RunInfo, source_folder, write_csv
+from attnbook.experiments import RunInfo, ch08, source_folder, write_csv
 
 SEEDS = [0, 1, 2, 3, 4]
 MULTIPLES = [2, 4, 8]
@@ -93,9 +93,9 @@ def chapter8_stored() -> dict:
 
 def main() -> None:
     info = RunInfo("python bench/rope_scaling.py")
-    L = ex.SETTINGS["train_length"]
-    x8, y8, floor8 = ex.experiment_eval_data(max(MULTIPLES))
-    current8 = ex.current_token_loss(ex.experiment_table(), ex.SETTINGS["order"], x8)
+    L = ch08.SETTINGS.train_length
+    x8, y8, floor8 = ch08.eval_data(max(MULTIPLES))
+    current8 = ex.current_token_loss(ch08.table(), ch08.SETTINGS.order, x8)
     rows, per_position, timings = [], [], {}
     curves = {}  # (method, seed, m) -> per-position loss
 
@@ -116,7 +116,7 @@ def main() -> None:
         record("current_token", "", m, current8[:, :m * L].mean(axis=0))
     for encoding in ("rope", "alibi"):
         began = time.time()
-        models, losses = ex.experiment_train(encoding, SEEDS)
+        models, losses = ch08.train(encoding, SEEDS)
         timings[f"train_{encoding}"] = round(time.time() - began, 1)
         began = time.time()
         for i, seed in enumerate(SEEDS):
@@ -165,14 +165,14 @@ def main() -> None:
     write_csv(OUT / "rope_scaling_per_position.csv", per_position)
     meta = info.metadata(
         samples_name="after_each_encoding",
-        settings=dict(ex.SETTINGS, seeds=SEEDS, eval_multiples=MULTIPLES, head_features=ex.SETTINGS["d_model"]
-                      // ex.SETTINGS["heads"], rope_base=10000.0),
+        settings=dict(ch08.SETTINGS.to_dict(), seeds=SEEDS, eval_multiples=MULTIPLES, head_features=ch08.SETTINGS.d_model
+                      // ch08.SETTINGS.heads, rope_base=10000.0),
         scalings={m: {k: repr(v) for k, v in scalings(m, L).items()} for m in MULTIPLES},
         yarn_ramp={m: dict(correction_range=positional.YaRNScaling(m, L).correction_range(8),
                            frequencies=positional.YaRNScaling(m, L).frequencies(8).tolist(),
                            magnitude=positional.YaRNScaling(m, L).magnitude) for m in MULTIPLES},
-        max_angle_over_trained_max_angle=angle_ranges(L, ex.SETTINGS["d_model"] // ex.SETTINGS["heads"]),
-        eval_sequences="every length is a prefix of the same 8L sequences (ex.experiment_eval_data)",
+        max_angle_over_trained_max_angle=angle_ranges(L, ch08.SETTINGS.d_model // ch08.SETTINGS.heads),
+        eval_sequences="every length is a prefix of the same 8L sequences (ch08.eval_data)",
         excess="loss minus the optimum (mean entropy of the true next-token distribution) of the same targets",
         comparisons="rope_scaling_comparisons.csv: seeds_below = on how many seeds the method's excess beyond L is "
                     "below the other's (paired by seed index: same training data and initial key; current_token has "

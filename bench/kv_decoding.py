@@ -7,7 +7,7 @@ cache in place, and attends over the rows written so far). Reported: the time pe
 (the other jobs of a shared machine only add time), and the cache's bytes per token.
 
 - ``mha``, ``gqa-4``, ``gqa-2``, ``mqa``: ``attnbook.mha.MultiHeadSelfAttention`` with ``kv_heads`` 8, 4, 2, 1,
-  stepped by chapter 7's own one-token step (``attnbook.transformer._mixer_step``);
+  stepped by the layer's own one-token step (``MultiHeadSelfAttention.step``, the protocol chapter 7's decoder uses);
 - ``mqa-repeated``: the MQA layer with its one key/value head copied to all 8 heads before attending (what a
   naive implementation does): the cache is small, the memory read per step is not;
 - ``mla``: ``attnbook.latent.MultiHeadLatentAttention`` with DeepSeek-V2's proportions, rank ``4 d_h = 256`` and a
@@ -29,7 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from attnbook import kv, transformer
+from attnbook import kv
 from attnbook.experiments import RunInfo, source_folder, write_csv
 from attnbook.latent import MultiHeadLatentAttention
 from attnbook.mha import MultiHeadSelfAttention
@@ -79,21 +79,16 @@ def main() -> None:
     layers = {f"gqa-{g}" if 1 < g < s["heads"] else ("mha" if g == s["heads"] else "mqa"):
               MultiHeadSelfAttention(s["d_model"], s["heads"], kv_heads=g, key=key) for g in (8, 4, 2, 1)}
     mla = MultiHeadLatentAttention(s["d_model"], s["heads"], s["key_dim"], s["mla_rank"], s["mla_rope_dim"], key=key)
-    mixer_step = lambda layer, x, state, t: transformer._mixer_step(layer, x, state, t)
-    methods = {name: (layer, mixer_step) for name, layer in layers.items()}
+    step = lambda layer, x, state, t: layer.step(x, state, t)  # the one decoding protocol of every layer
+    methods = {name: (layer, step) for name, layer in layers.items()}
     methods["mqa-repeated"] = (layers["mqa"], repeated_step)
-    methods["mla"] = (mla, lambda layer, x, state, t: layer.step(x, state, t))
+    methods["mla"] = (mla, step)
     rng = np.random.default_rng(0)
     xs = jnp.asarray(rng.normal(size=(s["steps"], s["d_model"])), jnp.float32)
     rows = []
     for context in s["contexts"]:
         for name, (layer, step) in methods.items():
-            if isinstance(layer, MultiHeadLatentAttention):
-                state = tuple(jnp.asarray(rng.normal(size=a.shape), jnp.float32) for a in layer.init_cache(context))
-            else:
-                mha = layer.attention
-                state = (jnp.asarray(rng.normal(size=(context, mha.kv_heads, mha.key_dim)), jnp.float32),
-                         jnp.asarray(rng.normal(size=(context, mha.kv_heads, mha.value_dim)), jnp.float32))
+            state = tuple(jnp.asarray(rng.normal(size=a.shape), jnp.float32) for a in layer.init_cache(context))
             first = jnp.asarray(context - s["steps"])
             total = seconds(lambda: decode(layer, step, xs, state, first))
             rows.append(dict(method=name, context=context, ms_per_token=round(1e3 * total / s["steps"], 4),

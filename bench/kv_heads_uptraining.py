@@ -51,7 +51,7 @@ def train_with_checkpoints(models, inputs, targets, eval_x, eval_y):
     parts = [eqx.partition(m, eqx.is_inexact_array) for m in models]
     static = parts[0][1]
     params = jax.tree.map(lambda *a: np.stack(a), *[p for p, _ in parts])
-    step, loss_of = train_module._training_step(static, ch10.LOSS, optimizer)
+    step, loss_of = train_module.training_step(static, ch10.LOSS, optimizer)
     chunk = lambda a: a.reshape((a.shape[0], STEPS // EVERY, EVERY) + a.shape[2:])
 
     @jax.jit

@@ -1070,10 +1070,10 @@ def test_widget_decoding_agrees_with_the_library(site: Built, server: str, brows
 
     def record(decode, source):
         """What one step of the decoding loop computes, summed over the blocks: self-attention
-        keys, source keys projected and self-attention scores, from one trace of the function that `decode` runs
-        under jit (its __wrapped__ Python function, traced by jax.eval_shape: no compilation, and no cached trace
-        skips the Python code; lax.scan traces its step once and runs that same step n times); and the source keys
-        projected before the loop (projections with no attend)."""
+        keys, source keys projected and self-attention scores, from one trace of `decode` (traced by
+        jax.eval_shape after jax.clear_caches(): no compilation, and no cached trace skips the Python code;
+        lax.scan traces its step once and runs that same step n times); and the source keys projected before the
+        loop (projections with no attend)."""
         calls = []
         project, attend, scan = mha.MultiHeadAttention.project, mha.MultiHeadAttention.attend, jax.lax.scan
 
@@ -1092,7 +1092,8 @@ def test_widget_decoding_agrees_with_the_library(site: Built, server: str, brows
         mha.MultiHeadAttention.project, mha.MultiHeadAttention.attend = counting_project, counting_attend
         jax.lax.scan = marked_scan
         try:
-            jax.eval_shape(lambda: decode.__wrapped__(model, source, n, transformer.START))
+            jax.clear_caches()
+            jax.eval_shape(lambda: decode(model, source, n, transformer.START))
         finally:
             mha.MultiHeadAttention.project, mha.MultiHeadAttention.attend = project, attend
             jax.lax.scan = scan
@@ -1119,10 +1120,9 @@ def test_widget_decoding_agrees_with_the_library(site: Built, server: str, brows
         for step in (1, 8):
             widget.set("step", step)
             assert widget.attribute("data-decoded") == tokens[:step]
-    # The counts do not depend on the string. greedy_decode and greedy_decode_cached check their arguments and
-    # run these two jitted functions.
-    (plain, plain_before), (cached, cached_before) = (record(transformer._greedy, source),
-                                                      record(transformer._greedy_cached, source))
+    # The counts do not depend on the string.
+    (plain, plain_before), (cached, cached_before) = (record(transformer.greedy_decode, source),
+                                                      record(transformer.greedy_decode_cached, source))
     for step in (1, 4, 8):
         widget.set("step", step)
         assert widget.attribute("data-step") == step

@@ -479,7 +479,7 @@ def fine_tune(models: PositionModel, inputs: Int[Array, "seeds steps batch T"], 
 
 @eqx.filter_jit
 def _fine_tune_steps(params, state, static, loss_fn, optimizer, batches):
-    step, _ = train_module._training_step(static, loss_fn, optimizer)
+    step, _ = train_module.training_step(static, loss_fn, optimizer)
 
     def one(params, state, batches):
         (params, state), _ = jax.lax.scan(step, (params, state), batches)

@@ -24,7 +24,7 @@ import jax.numpy as jnp
 
 from . import _checks
 from .latent import MultiHeadLatentAttention
-from .mha import MultiHeadAttention, MultiHeadSelfAttention, _check_kv_heads
+from .mha import MultiHeadAttention, MultiHeadSelfAttention
 
 POOLING = ("mean", "first")
 """How :func:`pool_kv_heads` merges a group's key/value heads: their mean (Ainslie et al.'s choice) or the
@@ -53,7 +53,7 @@ def cache_bytes_per_token(layer, *, itemsize: int = 4) -> int:
 
 
 def _pool_layer(layer: MultiHeadAttention, kv_heads: int, method: str) -> MultiHeadAttention:
-    groups = _check_kv_heads(layer.kv_heads, kv_heads, "the layer's kv_heads")
+    groups = _checks.kv_heads(layer.kv_heads, kv_heads, "the layer's kv_heads")
     if groups == layer.kv_heads:
         return layer
     size = layer.kv_heads // groups  # old key/value heads merged into each new one

@@ -21,7 +21,6 @@ from .. import extrapolation as ex
 from .. import train as train_module
 from ..kv import pool_kv_heads
 from ..latent import MultiHeadLatentAttention
-from ..mha import _check_kv_heads
 from ..nn import FeedForward
 from . import ch08
 
@@ -43,7 +42,7 @@ def gqa_position_model(kv_heads: int, *, seed: int, encoding: str = "rope", **si
     options = {**dict(vocab_size=s["vocab_size"], d_model=s["d_model"], depth=s["depth"], heads=s["heads"],
                       train_length=s["train_length"]), **sizes}
     model = ex.PositionModel(encoding, key=jax.random.key(seed), **options)
-    kv_heads = _check_kv_heads(model.heads, kv_heads, "heads")
+    kv_heads = _checks.kv_heads(model.heads, kv_heads, "heads")
     return pool_kv_heads(model, kv_heads, method="first")
 
 
@@ -58,7 +57,7 @@ def equal_parameter_width(kv_heads: int, **sizes) -> int:
     """
     s = dict(ch08.SETTINGS.to_dict(), **sizes)
     d_model, heads = s["d_model"], s["heads"]
-    kv_heads = _check_kv_heads(heads, kv_heads, "heads")
+    kv_heads = _checks.kv_heads(heads, kv_heads, "heads")
     head_dim = d_model // heads
     freed = (d_model + 1) * (heads - kv_heads) * 2 * head_dim
     return 4 * d_model + int(round(freed / (2 * d_model + 1)))

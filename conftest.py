@@ -2,10 +2,13 @@
 
 - JAX's compilation cache (tools/jax_cache.py).
 - nbval runs every notebook with its training runs nudged one ulp (``$ATTNBOOK_NUDGE``, read by
-  ``attnbook.train.nudged``): the English edition up, the Japanese edition down. The stored outputs were
-  written without a nudge, so every compared output is checked against a run whose trajectories differ in
-  their last bits, as they do on another CPU (README, "Outputs that hold on every machine"). Whoever sets
-  ``$ATTNBOOK_NUDGE`` themselves (``tools.robustness`` does, empty for no nudge) keeps their choice.
+  ``attnbook.train.nudged``): the English edition up, the Japanese edition down, and the Japanese edition's
+  kernels on one core. The stored outputs were written without a nudge on two cores, so every compared output
+  is checked against a run whose trajectories differ in their last bits, as they do on another CPU, and the
+  Japanese one against two perturbations at once, as on a reader's one-core machine of another make
+  (``tools.robustness``'s ``nudge-down+one-core``; README, "Outputs that hold on every machine"). Whoever sets
+  ``$ATTNBOOK_NUDGE`` themselves (``tools.robustness`` does, empty for no nudge) keeps their choice, and no
+  kernel is pinned then.
 - The tests (not the notebooks) compile with XLA's backend optimisations off
   (``--xla_backend_optimization_level=0``) and with XLA:CPU's older loop emitters instead of its MLIR fusion
   emitters (``--xla_cpu_use_fusion_emitters=false``): they compile hundreds of small programs once each, and
@@ -49,6 +52,10 @@ ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 NUDGE = "ATTNBOOK_NUDGE"
 EDITION_NUDGE = {"en": "up", "ja": "down"}
+ONE_CORE_EDITIONS = {"ja"}
+# The cores this process may use, given back after a pinned notebook (a kernel inherits its parent's affinity
+# when nbval starts it, and keeps it: pinning this process just before is taskset for that kernel alone).
+_CORES = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
 _CHOSEN = NUDGE in os.environ  # set by the caller: left alone
 
 
@@ -74,9 +81,9 @@ def pytest_xdist_make_scheduler(config, log):
     of a chapter have the same number of cells, so with one unit per file they ran side by side on the
     two workers and both compiled the chapter's programs. One after the other on one worker, the Japanese
     twin loads from JAX's compilation cache (tools/jax_cache.py) what the English one just compiled:
-    every program without a host callback (JAX caches none with one, so programs that hold the library's
-    in-program checks, equinox.error_if, such as the training runs, are still compiled by each twin).
-    Measured, CPU seconds of the Japanese notebook alone (cold) -> after its English twin, load 3.4-8.8:
+    every program without a host callback (JAX caches none with one; the library's own programs, training runs
+    included, return their value checks instead, attnbook._checks.jit, so the twin loads them too).
+    Measured before that change, CPU seconds of the Japanese notebook alone (cold) -> after its English twin, load 3.4-8.8:
     chapter 4 87 -> 55, chapter 5 97 -> 66, chapter 6 47 -> 19, chapter 7 73 -> 64, chapter 9 35 -> 33; both
     twins under `pytest -n auto` from an empty cache, load 2.7-5.0: chapter 5 173 -> 153, chapter 6 89 -> 60.
     """
@@ -84,6 +91,8 @@ def pytest_xdist_make_scheduler(config, log):
         return None
     from xdist.scheduler import LoadFileScheduling
 
+    # _split_scope and _assign_work_unit are pytest-xdist's private methods (3.8.0): requirements.lock pins
+    # pytest-xdist==3.8.0 for them; check both when the lock moves it.
     class ChapterScheduling(LoadFileScheduling):
         def _split_scope(self, nodeid: str) -> str:
             return EDITION_FOLDER.sub("chapters/", super()._split_scope(nodeid))
@@ -112,6 +121,9 @@ def pytest_runtest_setup(item):
         os.environ.pop(NUDGE, None)
     else:
         os.environ[NUDGE] = nudge
+    if _CORES is not None and len(_CORES) > 1:
+        one_core = nudge is not None and item.path.parent.name in ONE_CORE_EDITIONS
+        os.sched_setaffinity(0, {min(_CORES)} if one_core else _CORES)
 
 
 @pytest.hookimpl(hookwrapper=True)

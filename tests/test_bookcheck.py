@@ -429,30 +429,37 @@ def test_typography_in_captions_and_pages(book, pair):
     assert mentions(problems, "chapters/ja/_preface.qmd", f"(line {lines + 2})", "rule 1 colon")
 
 
-def test_printed_line_wider_than_a_phone(book, pair):
+def test_caption_style(book, pair):
+    """Rule 11: captions and alt text in the plain form; the English edition is not read."""
     en, ja = pair
-    long_line = "a claim that does not fit a phone's column: True"  # 48 columns
-    problems = new_problems(bookcheck.check_phone_widths, book, lambda: edit(
-        en, lambda nb: plain_code_cell(nb)["outputs"].append(
-            {"output_type": "stream", "name": "stdout", "text": ["short\n", long_line + "\n"]})))
-    assert mentions(problems, name(book, en), "48 columns", "a claim that does not fit")
-    # a Japanese character takes two columns: 19 of them (38) are too many, 18 (36) fit
-    problems = new_problems(bookcheck.check_phone_widths, book, lambda: edit(
+
+    def captions(polite):
+        def change(nb):
+            cell = plain_code_cell(nb)
+            cap = "損失を描きます。点線は一様な推測です。" if polite else "損失を描いた。点線は一様な推測。"
+            alt = "2 本の線があります。" if polite else "2 本の線がある。"
+            cell["source"] = f'#| fig-cap: "{cap}"\n#| fig-alt: "{alt}"\n' + "".join(cell["source"])
+        return change
+
+    problems = new_problems(bookcheck.check_caption_style, book, lambda: edit(ja, captions(True)))
+    assert mentions(problems, name(book, ja), "rule 11 fig-cap", "'ます'")
+    assert mentions(problems, name(book, ja), "rule 11 fig-alt", "'ます'")
+    assert new_problems(bookcheck.check_caption_style, book, lambda: edit(ja, captions(False))) == []
+    assert new_problems(bookcheck.check_caption_style, book, lambda: edit(en, captions(True))) == []
+
+
+def test_japanese_output_typography(book, pair):
+    """A Japanese page prints Japanese punctuation and breaks its lines between phrases (issue 43's findings)."""
+    _, ja = pair
+    bad = ["コードのみ、2 層:", "  1.60; 1.63 -> 1.65", "RoPE（そのまま）, k = 1：", "利得が半分", "未満になる",
+           "キーバイアスの 10", "倍以上：True", "保存", "した MHA"]
+    good = ["コードのみ、2 層：", "  1.60、1.63 → 1.65", "T = 256, w = 2:", "半分未満になる", "シード 0：0.83"]
+    problems = new_problems(bookcheck.check_japanese_outputs, book, lambda: edit(
         ja, lambda nb: plain_code_cell(nb)["outputs"].append(
-            {"output_type": "stream", "name": "stdout", "text": ["あ" * 19 + "\n" + "い" * 18 + "\n"]})))
-    assert mentions(problems, name(book, ja), "38 columns") and not mentions(problems, "いい")
-
-
-def test_outputs_the_page_does_not_show_as_text_may_be_wide(book, pair):
-    en, _ = pair
-    table = "| " + " | ".join(f"column {k}" for k in range(8)) + " |"
-
-    def add(nb):
-        cell = plain_code_cell(nb)
-        cell["outputs"].append({"output_type": "display_data", "metadata": {}, "data": {
-            "text/markdown": table, "text/plain": "<IPython.core.display.Markdown object> " + "x" * 40}})
-        markdown = new_code_cell("#| output: asis\nprint(table)")
-        markdown["outputs"] = [{"output_type": "stream", "name": "stdout", "text": [table + "\n"]}]
-        nb["cells"].append(markdown)
-
-    assert new_problems(bookcheck.check_phone_widths, book, lambda: edit(en, add)) == []
+            {"output_type": "stream", "name": "stdout", "text": ["\n".join(bad + ["", ""] + good) + "\n"]})))
+    assert mentions(problems, name(book, ja), "ASCII ':' in a Japanese output", "コードのみ、2 層:")
+    assert mentions(problems, "ASCII '->', ';' in a Japanese output", "1.60; 1.63")
+    assert mentions(problems, "ASCII ',' in a Japanese output", "RoPE（そのまま）, k")
+    for before, after in (("利得が半分", "未満になる"), ("キーバイアスの 10", "倍以上：True"), ("保存", "した MHA")):
+        assert mentions(problems, "inside a word", repr(before), repr(after)), problems
+    assert len(problems) == 6, problems  # nothing in the good lines: full-width marks, ASCII after Latin text

@@ -29,6 +29,19 @@ def test_textlint_finds_what_the_book_forbids_and_points_at_the_cell():
     assert all(f.startswith("chapters/ja/made-up.ipynb (cell ") for f in found), found
 
 
+def test_textlint_finds_the_drift_of_chapters_9_to_11():
+    """prh.yml's rules for issue 43's drift classes: め as a counter, 特徴 as a counter of a head's features,
+    x for times. (値 for value and 復号 are the glossary's: tests/test_glossary.py.)"""
+    notebook = ROOT / "chapters" / "ja" / "made-up.ipynb"
+    blocks = [Block(notebook, "cell 1, ", "2 回めの実行です。"), Block(notebook, "cell 2, ", "8 特徴のヘッドです。"),
+              Block(notebook, "cell 3, ", "キャッシュは 2.0x 小さくなります。"),
+              Block(notebook, "cell 4, ", "2 回目の実行で、8 次元のヘッドと 7 特徴量のトークンを 2.0 倍にします。")]
+    found = lint_prose.run_textlint(ROOT, blocks)
+    for cell, expected in (("cell 1,", "2 回目"), ("cell 2,", "8 次元"), ("cell 3,", "2.0 倍")):
+        assert any(cell in f and "[prh]" in f and expected in f for f in found), found
+    assert not any("cell 4," in f for f in found), found
+
+
 def test_textlint_accepts_the_exceptions_the_configuration_justifies():
     block = Block(ROOT / "x.qmd", "", "クエリもキーも 1 つのトークンから作ります。（b）各ステップは $n$ 個のスコアを計算します。")
     assert lint_prose.run_textlint(ROOT, [block]) == []

@@ -20,10 +20,7 @@ from attnbook import train
 from tools import robustness
 
 ROOT = Path(__file__).resolve().parent.parent
-# The chapters whose cells train models (train.fit or chapter 8's training over seeds).
-TRAINING_CHAPTERS = ("02-scaled-dot-product-attention", "03-masking", "04-multi-head-attention",
-                     "05-attention-free-transformer", "07-transformer", "08-positions-measured",
-                     "09-longer-contexts", "10-smaller-caches")
+TRAINING_CHAPTERS = robustness.TRAINING_CHAPTERS
 
 TRAIN = """
 import jax, jax.numpy as jnp, numpy as np, optax, equinox as eqx
@@ -103,7 +100,8 @@ def test_a_raising_cell_is_an_error_not_an_output(tmp_path):
 def test_nbval_runs_each_edition_nudged(tmp_path):
     """The repository's conftest.py starts each chapter notebook's kernel with a nudge: English up, Japanese
     down, so the README's test command checks every stored output against a run whose training trajectories
-    differ in their last bits (the chapters that train: TRAINING_CHAPTERS). A caller's own choice is kept."""
+    differ in their last bits (the chapters that train: TRAINING_CHAPTERS), and the Japanese kernel on one core
+    (nudge-down+one-core at once). A caller's own choice is kept, and then nothing is pinned."""
     import subprocess
     import sys
     import tempfile
@@ -112,11 +110,13 @@ def test_nbval_runs_each_edition_nudged(tmp_path):
     cache.mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory(dir=cache) as tmp:  # under the repository, so its conftest.py applies
         paths = []
-        for lang, nudge in (("en", "up"), ("ja", "down")):
+        cores = len(__import__("os").sched_getaffinity(0))
+        for lang, nudge, used in (("en", "up", cores), ("ja", "down", 1)):
             path = Path(tmp) / "chapters" / lang / "probe.ipynb"
             path.parent.mkdir(parents=True)
-            cell = new_code_cell("import os; print(os.environ.get('ATTNBOOK_NUDGE'))", execution_count=1)
-            cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=f"{nudge}\n")]
+            cell = new_code_cell("import os; print(os.environ.get('ATTNBOOK_NUDGE'), len(os.sched_getaffinity(0)))",
+                                 execution_count=1)
+            cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=f"{nudge} {used}\n")]
             nbformat.write(new_notebook(cells=[cell], metadata={"kernelspec": {"name": "python3", "display_name": "Python 3"}}), path)
             paths.append(str(path))
         run = lambda env: subprocess.run(  # noqa: E731
@@ -127,3 +127,29 @@ def test_nbval_runs_each_edition_nudged(tmp_path):
         assert done.returncode == 0, done.stdout[-3000:]
         done = run({**env, train.NUDGE_VARIABLE: ""})  # tools.robustness's 'none': no nudge, both fail
         assert done.returncode == 1 and "2 failed" in done.stdout, done.stdout[-3000:]
+
+
+def test_combined_perturbations_add_up(tmp_path, monkeypatch):
+    monkeypatch.delenv("XLA_FLAGS", raising=False)
+    both = robustness.PERTURBATIONS["nudge-up+one-core"]
+    env = robustness.environment(both, tmp_path)
+    assert env[train.NUDGE_VARIABLE] == "up"
+    assert robustness.command(both, [tmp_path / "a.ipynb"], tmp_path / "r.xml")[:3] == ["taskset", "-c", "0"]
+    env = robustness.environment(robustness.perturbation("nudge-down+isa-avx2+no-cache"), tmp_path)
+    assert env[train.NUDGE_VARIABLE] == "down" and env["XLA_FLAGS"] == "--xla_cpu_max_isa=AVX2"
+    assert "JAX_COMPILATION_CACHE_DIR" not in env
+    assert robustness.perturbation("nudge-up+isa-sse42").tolerated_errors  # SSE4.2's float16 limitation
+    for name in ("nudge-up+nudge-down", "nudge-up+sideways", "none+one-core", "sideways"):
+        with pytest.raises(ValueError, match="robustness"):
+            robustness.perturbation(name)
+    # Every nudge runs by default with one core and with each narrower instruction set.
+    assert {"nudge-up+one-core", "nudge-down+one-core", "nudge-up+isa-avx2", "nudge-down+isa-sse42"} <= set(
+        robustness.DEFAULT)
+
+
+def test_weekly_workflow_runs_every_default_perturbation():
+    import yaml
+
+    workflow = yaml.safe_load((ROOT / ".github/workflows/robustness.yml").read_text(encoding="utf-8"))
+    matrix = workflow["jobs"]["robustness"]["strategy"]["matrix"]["perturbation"]
+    assert matrix == [name for name in robustness.DEFAULT if name != "none"]

@@ -7,6 +7,7 @@ nbval under deliberate perturbations and lists every cell whose compared output 
 
     python -m tools.robustness                                   # every perturbation, every notebook
     python -m tools.robustness -p nudge-up chapters/en/07-transformer.ipynb
+    python -m tools.robustness -p nudge-up+one-core --training   # a combination, the chapters that train
     python -m tools.robustness --list                            # the perturbations, and what each does
     python -m tools.robustness --json report.json                # also write the findings as JSON
 
@@ -76,7 +77,51 @@ PERTURBATIONS = {p.name: p for p in [
                  "other fusion and vectorisation, so other rounding, as another XLA version gives",
                  xla_flags=("--xla_backend_optimization_level=0",)),
 ]}
+
+
+def combine(*names: str) -> Perturbation:
+    """The perturbations ``names`` at once, named ``a+b``: a reader's machine combines them (another CPU, so
+    other last bits, *and* one core, or a narrower instruction set). Their variables, flags and command prefixes
+    add up; the cache is off if any of them turns it off."""
+    parts = [PERTURBATIONS[name] for name in names]
+    env: dict[str, str] = {}
+    for part in parts:
+        clash = {k for k in part.env if k in env and env[k] != part.env[k]}
+        if clash:
+            raise ValueError(f"robustness: {'+'.join(names)} sets {sorted(clash)} twice, to different values")
+        env.update(part.env)
+    return Perturbation("+".join(names), "; and ".join(part.what for part in parts), env=env,
+                        xla_flags=tuple(f for part in parts for f in part.xla_flags),
+                        prefix=tuple(a for part in parts for a in part.prefix),
+                        cache=all(part.cache for part in parts),
+                        tolerated_errors=tuple(e for part in parts for e in part.tolerated_errors))
+
+
+# The combinations run by default: each nudge (the last-bit change of another CPU) with one core and with each
+# narrower instruction set. A fragile output may survive each perturbation alone and fail under two (chapter 7's
+# training did, under nudge-up on one core).
+COMBINATIONS = tuple(f"{nudge}+{other}" for nudge in ("nudge-up", "nudge-down")
+                     for other in ("one-core", "isa-avx2", "isa-sse42"))
+SINGLES = tuple(PERTURBATIONS)
+PERTURBATIONS.update({name: combine(*name.split("+")) for name in COMBINATIONS})
 DEFAULT = tuple(PERTURBATIONS)
+# The chapters whose cells train models (train.fit, or training over seeds): the ones a last-bit change can
+# move furthest, since training amplifies it.
+TRAINING_CHAPTERS = ("02-scaled-dot-product-attention", "03-masking", "04-multi-head-attention",
+                     "05-attention-free-transformer", "07-transformer", "08-positions-measured",
+                     "09-longer-contexts", "10-smaller-caches", "11-induction-heads")
+
+
+def perturbation(name: str) -> Perturbation:
+    """A perturbation by name: one of PERTURBATIONS, or any ``a+b+...`` of the single ones."""
+    if name in PERTURBATIONS:
+        return PERTURBATIONS[name]
+    parts = name.split("+")
+    unknown = [part for part in parts if part not in SINGLES or part == "none"]
+    if len(parts) < 2 or unknown:
+        raise ValueError(f"robustness: unknown perturbation {name!r} (single ones: {', '.join(SINGLES)}; "
+                         "combine them with '+', e.g. nudge-up+one-core)")
+    return combine(*parts)
 
 
 @dataclasses.dataclass
@@ -178,31 +223,39 @@ def _shown(path: Path) -> Path:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("notebooks", nargs="*", type=Path, help="notebooks (default: every notebook of the book)")
-    parser.add_argument("-p", "--perturb", action="append", choices=list(PERTURBATIONS),
-                        help="a perturbation to run (repeatable; default: all of them, 'none' first)")
+    parser.add_argument("-p", "--perturb", action="append",
+                        help="a perturbation to run, or several joined by '+' (repeatable; default: every single "
+                             "one and the combinations of COMBINATIONS, 'none' first)")
+    parser.add_argument("--training", action="store_true",
+                        help="only the notebooks of the chapters that train (TRAINING_CHAPTERS), both editions")
     parser.add_argument("--list", action="store_true", help="list the perturbations and exit")
     parser.add_argument("--json", type=Path, help="also write the findings to this file")
     args = parser.parse_args(argv)
     if args.list:
         for p in PERTURBATIONS.values():
-            print(f"{p.name:11s} {p.what}")
+            print(f"{p.name:21s} {p.what}")
         return 0
     from tools.book import notebooks as book_notebooks
 
     paths = [_shown(p) for p in (args.notebooks or book_notebooks(ROOT))]
-    chosen = args.perturb or list(DEFAULT)
+    if args.training:
+        paths = [p for p in paths if p.stem in TRAINING_CHAPTERS]
+    try:
+        chosen = [perturbation(name) for name in (args.perturb or DEFAULT)]
+    except ValueError as error:
+        parser.error(str(error))
     report: dict[str, dict] = {}
     failed = False
     with tempfile.TemporaryDirectory(prefix="robustness-") as tmp:
-        for name in chosen:
-            p = PERTURBATIONS[name]
+        for p in chosen:
+            name = p.name
             found, count, seconds = run(p, paths, Path(tmp))
             fragile = [f for f in found if f.kind != "tolerated"]
             failed |= bool(fragile)
             report[name] = {"cells": count, "seconds": round(seconds, 1),
                             "findings": [dataclasses.asdict(f) for f in found]}
             counts = {kind: sum(f.kind == kind for f in found) for kind in ("output", "error", "tolerated")}
-            print(f"{name:11s} {count:5d} cells, {seconds:6.1f} s: {counts['output']} changed output(s), "
+            print(f"{name:21s} {count:5d} cells, {seconds:6.1f} s: {counts['output']} changed output(s), "
                   f"{counts['error']} error(s), {counts['tolerated']} tolerated error(s)", flush=True)
             for f in found:
                 print("    " + f.line(), flush=True)

@@ -13,7 +13,8 @@ One module per concept, in chapter order (a module imports only modules of its o
 - :mod:`attnbook.data`: the weather processes and their Bayes-optimal accuracies (ch. 2-3)
 - :mod:`attnbook.train`: ``fit``, the one training loop of the book, ``fit_seeds`` (its step over several
   models at once) and ``cross_entropy``, the one loss (ch. 2 onwards)
-- :mod:`attnbook.masking`: causal and padding masks (ch. 3); the causal sliding window (ch. 9)
+- :mod:`attnbook.masking`: causal and padding masks, ``MaskedSelfAttention`` (a layer under a fixed mask, ch. 3);
+  the causal sliding window (ch. 9)
 - :mod:`attnbook.sampling`: autoregressive sampling (ch. 3)
 - :mod:`attnbook.mha`: multi-head attention in the Keras weight layout (``project``/``attend``, score ``bias``,
   ``process_heads``), per-position key bias, multi-head self-attention as a token mixer (ch. 4);
@@ -35,7 +36,14 @@ One module per concept, in chapter order (a module imports only modules of its o
   characters with its SHA-256 checked, and random windows from one split (ch. 11)
 - :mod:`attnbook.induction`: the attention-only Transformer of Elhage et al., previous-token and induction scores,
   in-context loss, head ablation and Q/K/V-composition scores (ch. 11)
+- :mod:`attnbook.linear_attention`: masked linear attention in its parallel, chunked and recurrent forms: kernel
+  linear attention, retention (RetNet), SSD (Mamba-2), the delta rule and its gated form (DeltaNet, Gated
+  DeltaNet), RWKV-4's WKV as chapter 5's AFT-full with a decay bias, and a multi-head layer with a constant-size
+  decoding state (ch. 12)
 - :mod:`attnbook.plotting`: fonts, labels and heat-maps in the page's language
+- :mod:`attnbook.report`: what a chapter prints, in the page's language: ``t`` (sentences through the message
+  catalogue ``locale/ja.po``, keyed by the English text) and ``Table`` (results as a Markdown table on the page,
+  aligned text for nbval)
 - :mod:`attnbook.experiments`: the measured chapters' stored results (package data, ``experiments.RESULTS``) and
   the run metadata (``RunInfo``); ``experiments.ch08`` (chapter 8's settings, data and training, which chapters 9
   and 10 start from) and ``experiments.ch10`` (chapter 8's model with fewer key/value heads or latent attention,
@@ -60,7 +68,8 @@ Errors:
   they must fit, NaN or infinite learning rates, ``noise`` that would make a probability negative);
   token ids, labels and lengths outside their range (``-1`` is never read as "the last class").
 - Value checks on arrays also hold under ``jax.jit`` and ``jax.vmap``: there they are compiled into the
-  program with ``equinox.error_if`` and stop it with the same message (``EquinoxRuntimeError``; under
+  program (in the library's own programs as a returned error, which keeps them cacheable; in a reader's
+  ``jit`` as ``equinox.error_if``) and stop it with the same message (``EquinoxRuntimeError``; under
   plain ``jax.jit`` a ``JaxRuntimeError`` that carries it at its end; in a notebook set up with
   ``plotting.setup`` the message is printed first). Their cost is one comparison and reduction over the
   checked array (token ids, lengths), never over the attention matrix.

@@ -301,6 +301,25 @@ class SelfAttention(eqx.Module):
         v = x @ self.w_v + self.b_v
         return scaled_dot_product_attention(q, k, v, mask=mask)
 
+    def last_token(self, x: Float[Array, "T d_in"]) -> Float[Array, " d_out"]:
+        """The output of the last token, ``self(x)[0][-1]``: with ``causal=True`` the one token that has seen the
+        whole sequence, read as the logits of the next token in chapters 2 and 3."""
+        return self(x)[0][-1]
+
+
+@_checks.shaped
+def softmax_gradient_norm(weights: Float[Array, "*rows n"]) -> Float[Array, "*rows"]:
+    """The size of a softmax's gradient at its output ``a``: the Frobenius norm of its Jacobian
+    ``da/ds = diag(a) - a a^T``, for every row of ``weights`` (chapter 2's measure of saturation).
+
+    The entries are summed as they are, ``a_i (1 - a_i)`` on the diagonal and ``-a_i a_j`` off it, rather than
+    through ``sum a^2 - 2 sum a^3 + (sum a^2)^2``, which subtracts numbers near 1 and falls below zero by rounding
+    when one weight is within float precision of 1 (exercise 2.2).
+    """
+    a = jnp.asarray(weights)
+    off_diagonal = (a[..., :, None] * a[..., None, :]) * (1 - jnp.eye(a.shape[-1], dtype=a.dtype))
+    return jnp.sqrt(((a * (1 - a)) ** 2).sum(axis=-1) + (off_diagonal**2).sum(axis=(-2, -1)))
+
 
 # ---------------------------------------------------------------------------------------------
 # Chapter 6: memory-efficient attention

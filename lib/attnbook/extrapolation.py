@@ -372,7 +372,7 @@ def loss_per_position(model: PositionModel, inputs: Int[Array, "N T"], targets: 
     return jnp.mean(_eval_loss(model, inputs, targets, max_offset, scaling, sinks, renumber), axis=0)
 
 
-@eqx.filter_jit
+@_checks.jit
 def _eval_loss(model, inputs, targets, max_offset=None, scaling=None, sinks=0, renumber=False):
     return train_module.cross_entropy(
         jax.vmap(lambda t: model(t, max_offset, scaling=scaling, sinks=sinks, renumber=renumber))(inputs), targets)
@@ -396,7 +396,7 @@ def far_attention_fraction(model: PositionModel, inputs: Int[Array, "N T"], offs
     return np.asarray(_far_fraction(model, inputs, offset, start))
 
 
-@eqx.filter_jit
+@_checks.jit
 def _far_fraction(model, inputs, offset, start):
     pos = jnp.arange(inputs.shape[1])
     far = (pos[:, None] - pos[None, :]) >= offset  # [i, j]
@@ -477,7 +477,7 @@ def fine_tune(models: PositionModel, inputs: Int[Array, "seeds steps batch T"], 
     return out
 
 
-@eqx.filter_jit
+@_checks.jit
 def _fine_tune_steps(params, state, static, loss_fn, optimizer, batches):
     step, _ = train_module.training_step(static, loss_fn, optimizer)
 

@@ -318,7 +318,7 @@ def training_step(static, loss_fn, optimizer):
     return step, loss_of
 
 
-@eqx.filter_jit
+@_checks.jit
 def _run(params, static, loss_fn, optimizer, batches, test_data):
     step, loss_of = training_step(static, loss_fn, optimizer)
 
@@ -332,7 +332,7 @@ def _run(params, static, loss_fn, optimizer, batches, test_data):
     return params, train_loss.reshape(-1), test_loss
 
 
-@eqx.filter_jit
+@_checks.jit
 def _run_seeds(params, static, loss_fn, optimizer, batches):
     step, _ = training_step(static, loss_fn, optimizer)
 
@@ -405,7 +405,7 @@ def _logits(logits_fn, model, xs):
     return jax.vmap(lambda x: logits_fn(model, x))(xs)
 
 
-@eqx.filter_jit
+@_checks.jit
 def _accuracy(logits_fn, model, xs, ys):
     logits = jax.vmap(lambda x: logits_fn(model, x))(xs)
     hits = (jnp.argmax(logits, axis=-1) == ys).astype(jnp.float32)

@@ -225,7 +225,7 @@ def greedy_decode(model: EncoderDecoder, source: Int[Array, " S"], length: int, 
     return _greedy(model, jnp.asarray(source), length, start)
 
 
-@eqx.filter_jit
+@_checks.jit
 def _greedy(model, source, length, start):
     memory = model.encode(source)
     buffer = jnp.zeros(length, dtype=jnp.int32).at[0].set(start)
@@ -312,7 +312,7 @@ def greedy_decode_cached(model: EncoderDecoder, source: Int[Array, " S"], length
     return _greedy_cached(model, jnp.asarray(source), length, start)
 
 
-@eqx.filter_jit
+@_checks.jit
 def _greedy_cached(model, source, length, start):
     memory = model.encode(source)
     blocks = model.decoder.blocks
@@ -396,7 +396,7 @@ def exact_match(model: EncoderDecoder, sources: Int[Array, "N S"], targets: Int[
     return float(np.mean(np.all(np.asarray(decoded) == np.asarray(targets), axis=1)))
 
 
-@eqx.filter_jit
+@_checks.jit
 def _decode_batch(model, sources, length, cached):
     decode = _greedy_cached if cached else _greedy
     return jax.vmap(lambda s: decode(model, s, length, START)[0])(sources)

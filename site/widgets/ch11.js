@@ -30,8 +30,8 @@
     var state = {variant: DATA.variants.indexOf("curriculum") >= 0 ? "curriculum" : DATA.variants[0],
                  depth: DATA.depths[DATA.depths.length - 1], seed: DATA.seeds[0],
                  step: steps[Math.floor(steps.length / 3)]};  // early: the reader moves on to see the scores rise
-    var NAMES = {plain: W.t("plain: code only", "plain：コードだけ"),
-                 curriculum: W.t("curriculum: random repeats, then code", "curriculum：周期的な乱数列の後にコード")};
+    var NAMES = {plain: W.t("plain: code only", "コードのみ（plain）"),
+                 curriculum: W.t("curriculum: random repeats, then code", "カリキュラム（ランダムな周期系列の後にコード）")};
     var f = W.frame(root, W.t("Try it: scrub through training and watch the induction score appear",
                               "試してみましょう：訓練を進めて帰納スコアが現れるのを見ます"));
     W.select(f.controls, {label: W.t("data", "データ"), name: "variant", value: state.variant,
@@ -43,7 +43,7 @@
     W.select(f.controls, {label: W.t("seed", "シード"), name: "seed", value: state.seed,
                           options: DATA.seeds.map(function (s) { return [s, String(s)]; }),
                           onChange: function (v) { state.seed = v; draw(); }});
-    W.slider(f.controls, {label: W.t("training step", "訓練ステップ"), name: "step", values: steps, value: state.step,
+    W.slider(f.controls, {label: W.t("training step", "学習ステップ"), name: "step", values: steps, value: state.step,
                           onChange: function (v) { state.step = v; draw(); }});
     var curves = f.figure(), inductionMap = f.figure(), previousMap = f.figure(), code = f.figure();
 
@@ -94,10 +94,10 @@
       series.push(cursor);
       var plot = W.lineplot(curves, series, {
         ylim: [0, 1], height: 190, xticks: xticks, title: W.t("highest score of any head", "全ヘッドでの最高スコア"),
-        xlabel: W.t("training step", "訓練ステップ"),
+        xlabel: W.t("training step", "学習ステップ"),
         label: W.t("The highest induction and previous-token scores of any head against the training step, with " +
                    "uniform attention's and the chosen step marked",
-                   "全ヘッドでの帰納スコアと直前トークンスコアの最高値を訓練ステップに対して描いた図。" +
+                   "全ヘッドでの帰納スコアと直前トークンスコアの最高値を学習ステップに対して描いた図。" +
                    "一様なアテンションの値と選んだステップに印")});
       plot.setAttribute("data-figure", "scores");
       var title = W.t("step " + state.step + ": ", "ステップ " + state.step + "：");
@@ -109,10 +109,10 @@
         {x: steps, y: run.code_second, colour: W.PALETTE[1], name: "second", label: W.t("second copy", "2 回目")},
         {x: [state.step, state.step], y: [0, Math.ceil(top)], colour: "#000000", dash: "4 3", name: "chosen"}], {
         ylim: [0, Math.ceil(top)], height: 170, xticks: xticks,
-        title: W.t("loss on held-out code repeated twice (nats)", "2 回繰り返した評価用コードでの損失（ナット）"),
-        xlabel: W.t("training step", "訓練ステップ"),
+        title: W.t("loss on held-out code repeated twice (nats)", "2 回繰り返したテスト用のコードでの損失（ナット）"),
+        xlabel: W.t("training step", "学習ステップ"),
         label: W.t("Loss on the first and the second copy of repeated held-out code against the training step",
-                   "繰り返した評価用コードの 1 回目と 2 回目での損失を訓練ステップに対して描いた図")});
+                   "繰り返したテスト用のコードの 1 回目と 2 回目での損失を学習ステップに対して描いた図")});
       losses.setAttribute("data-figure", "code");
       var i = best(ind), p = best(prev);
       f.note.textContent = W.t(
@@ -124,7 +124,7 @@
         "ステップ " + state.step + "：帰納スコアの最高値は " + W.fmt(i.value, 3) + "（層 " + i.layer + "、ヘッド " +
         i.head + "）です。直前トークンスコアの最高値は " + W.fmt(p.value, 3) + "（層 " + p.layer + "、ヘッド " + p.head +
         "）です。一様なアテンションではそれぞれ " + W.fmt(base.induction, 3) + " と " + W.fmt(base.previous_token, 3) +
-        " です。繰り返した評価用コードでの損失は、1 回目が " + W.fmt(codeLoss[0], 2) + " ナット、2 回目が " +
+        " です。繰り返したテスト用のコードでの損失は、1 回目が " + W.fmt(codeLoss[0], 2) + " ナット、2 回目が " +
         W.fmt(codeLoss[1], 2) + " ナットです。");
     }
     draw();

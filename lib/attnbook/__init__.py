@@ -44,6 +44,8 @@ One module per concept, in chapter order (a module imports only modules of its o
 - :mod:`attnbook.report`: what a chapter prints, in the page's language: ``t`` (sentences through the message
   catalogue ``locale/ja.po``, keyed by the English text) and ``Table`` (results as a Markdown table on the page,
   aligned text for nbval)
+- :mod:`attnbook.bugs`: the appendix of attention bugs from real projects: the smallest buggy versions, the
+  correct ones and the properties that catch them, printed as a table by ``check``
 - :mod:`attnbook.experiments`: the measured chapters' stored results (package data, ``experiments.RESULTS``) and
   the run metadata (``RunInfo``); ``experiments.ch08`` (chapter 8's settings, data and training, which chapters 9
   and 10 start from) and ``experiments.ch10`` (chapter 8's model with fewer key/value heads or latent attention,

@@ -8,7 +8,8 @@ One module per concept, in chapter order (a module imports only modules of its o
 - :mod:`attnbook.positional`: sinusoidal encoding, its rotation property, RoPE (and its ``process_heads`` hook), ALiBi (ch. 1);
   RoPE stretched: position interpolation, "NTK-aware" scaling, YaRN (``scaling=``, ch. 9)
 - :mod:`attnbook.attention`: scaled dot-product attention, masked softmax, single-head self-attention (ch. 2);
-  memory-efficient chunked_attention and the one online-softmax merge (ch. 6)
+  memory-efficient chunked_attention, FlashAttention's algorithm with its recomputing backward pass
+  (flash_attention), and the one online-softmax merge (ch. 6)
 - :mod:`attnbook.baselines`: the linear model attention is compared with (ch. 2)
 - :mod:`attnbook.data`: the weather processes and their Bayes-optimal accuracies (ch. 2-3)
 - :mod:`attnbook.train`: ``fit``, the one training loop of the book, ``fit_seeds`` (its step over several

@@ -98,25 +98,15 @@ def chapter4_inputs():
 
 
 def train_chapter4() -> None:
-    """Train the layer exactly as chapter 4's notebook does (its SelfAttentionModel without a position table,
+    """Train the layer exactly as chapter 4's notebook does (attnbook.mha.SelfAttentionModel without a position table,
     mean squared error, Adam at 1e-2, 1000 steps of 32, key 1; target 'add token 2': every token plus
     token 2) and store it with equinox.tree_serialise_leaves."""
     import equinox as eqx
     import jax
-    import jax.numpy as jnp
     import optax
 
     from attnbook import train
-
-    class SelfAttentionModel(eqx.Module):  # the notebook's class, without its optional position table
-        attention: eqx.Module
-
-        def __call__(self, x):
-            return self.attention(x, x, x)
-
-    def mse(model, xs, ys):
-        outputs = jax.vmap(lambda x: model(x)[0])(xs)
-        return jnp.mean((outputs - ys) ** 2)
+    from attnbook.mha import SelfAttentionModel, mse  # the notebook's model (no position table) and loss
 
     xs = chapter4_inputs()
     model, _ = train.fit(SelfAttentionModel(chapter4_layer_skeleton()), mse, (xs, xs + xs[:, [1]]),

@@ -433,3 +433,76 @@ class MultiHeadSelfAttention(eqx.Module):
         v_cache = jax.lax.dynamic_update_slice(v_cache, v, (t, 0, 0))
         visible = (jnp.arange(k_cache.shape[0]) <= t)[None]  # (1, length): the rows written so far
         return mha.attend(q, k_cache, v_cache, visible)[0], (k_cache, v_cache)
+
+def to_equinox(layer: MultiHeadAttention) -> eqx.nn.MultiheadAttention:
+    """``equinox.nn.MultiheadAttention`` with the weights of ``layer`` (chapter 4's independent reference).
+
+    Equinox stores each projection as a ``Linear`` whose weight is ``(out, in)``, the heads one after another along
+    the output axis: the Keras kernels are reshaped head by head. Only a layer without shared key/value heads and
+    without the per-position key bias has an Equinox twin.
+    """
+    if not isinstance(layer, MultiHeadAttention):
+        raise TypeError(f"layer must be a MultiHeadAttention, got {type(layer).__name__}")
+    if layer.kv_heads != layer.num_heads or layer.b_k.ndim != 2:
+        raise ValueError("only a layer with num_heads key/value heads and no per-position key bias has an Equinox twin")
+    d, h, k = layer.w_q.shape
+    v, d_out = layer.w_v.shape[2], layer.w_o.shape[2]
+    # Only Equinox's structure is needed, not its random weights: eval_shape builds it without drawing them.
+    reference = eqx.filter_eval_shape(
+        eqx.nn.MultiheadAttention, num_heads=h, query_size=d, output_size=d_out, qk_size=k, vo_size=v,
+        use_query_bias=True, use_key_bias=True, use_value_bias=True, use_output_bias=True, key=jax.random.key(0))
+    return eqx.tree_at(
+        lambda m: [m.query_proj.weight, m.query_proj.bias, m.key_proj.weight, m.key_proj.bias,
+                   m.value_proj.weight, m.value_proj.bias, m.output_proj.weight, m.output_proj.bias],
+        reference,
+        [layer.w_q.reshape(d, h * k).T, layer.b_q.ravel(), layer.w_k.reshape(d, h * k).T, layer.b_k.ravel(),
+         layer.w_v.reshape(d, h * v).T, layer.b_v.ravel(), layer.w_o.reshape(h * v, d_out).T, layer.b_o])
+
+
+class SelfAttentionModel(eqx.Module):
+    """Chapter 4's model: ``x (T, d) ->`` the multi-head self-attention of ``x`` (output, weights), with a learned
+    position table ``positions (T, d)`` added to the tokens first when there is one."""
+
+    attention: MultiHeadAttention
+    positions: jax.Array | None = None
+
+    def __call__(self, x: jax.Array) -> tuple[jax.Array, jax.Array]:
+        if self.positions is not None:
+            x = x + self.positions
+        return self.attention(x, x, x)
+
+
+def mse(model: eqx.Module, xs: jax.Array, ys: jax.Array) -> jax.Array:
+    """Mean squared error of ``model``'s outputs on a batch ``xs (N, T, d)`` against ``ys (N, T, d_out)``."""
+    outputs = jax.vmap(lambda x: model(x)[0])(xs)
+    return jnp.mean((outputs - ys) ** 2)
+
+
+@eqx.filter_jit
+def all_weights(model: eqx.Module, xs: jax.Array) -> jax.Array:
+    """Every input's attention weights, ``(N, heads, T, T)``."""
+    return jax.vmap(model)(xs)[1]
+
+
+@eqx.filter_jit
+def evaluate(model: eqx.Module, xs: jax.Array, ys: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Mean squared error and the attention weights averaged over the data, ``(heads, T, T)``."""
+    outputs, weights = jax.vmap(model)(xs)
+    return jnp.mean((outputs - ys) ** 2), weights.mean(axis=0)
+
+
+def fit_and_evaluate(model: eqx.Module, inputs, target, *, optimizer, steps: int, batch_size: int,
+                     key: jax.Array) -> dict:
+    """Train ``model`` on ``(inputs, target)`` with :func:`mse` (``attnbook.train.fit``), then evaluate it there:
+    ``{"model", "loss" (a float), "maps" (heads, T, T), the weights averaged over the inputs}``."""
+    from . import train  # train imports nothing of this module; imported here to keep mha light
+
+    model, _ = train.fit(model, mse, (inputs, target), optimizer=optimizer, steps=steps, batch_size=batch_size,
+                         key=key)
+    loss, maps = evaluate(model, inputs, target)
+    return {"model": model, "loss": float(loss), "maps": np.asarray(maps)}
+
+
+def format_loss(loss: float) -> str:
+    """A loss at two significant digits, as chapter 4 prints it, in e-notation with one digit below 1e-3."""
+    return f"{loss:.0e}" if loss < 1e-3 else f"{loss:#.2g}"

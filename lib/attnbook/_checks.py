@@ -52,6 +52,17 @@ def positive_int(name: str, value) -> int:
     return int(value)
 
 
+def kv_heads(heads: int, kv_heads, heads_name: str) -> int:
+    """``kv_heads`` checked (a positive divisor of ``heads``), ``heads`` for ``None`` (grouped-query attention)."""
+    if kv_heads is None:
+        return heads
+    kv_heads = positive_int("kv_heads", kv_heads)
+    if heads % kv_heads:
+        raise ValueError(f"{heads_name} must be divisible by kv_heads (each key/value head serves a group of "
+                         f"query heads), got {heads_name}={heads}, kv_heads={kv_heads}")
+    return kv_heads
+
+
 def nonnegative_int(name: str, value) -> int:
     """Return ``value`` as an ``int`` if it is an integer >= 0, else raise."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):

@@ -99,7 +99,7 @@ class MultiHeadAttention(eqx.Module):
         key_dim = _checks.positive_int("key_dim", key_dim)
         value_dim = key_dim if value_dim is None else _checks.positive_int("value_dim", value_dim)
         d_out = d_model if d_out is None else _checks.positive_int("d_out", d_out)
-        groups = _check_kv_heads(heads, kv_heads, "num_heads")
+        groups = _checks.kv_heads(heads, kv_heads, "num_heads")
         key = _checks.prng_key("key", key)
         self.w_q, self.w_k, self.w_v, self.w_o = nn.init(
             key, ((d_model, heads, key_dim), (d_model, groups, key_dim), (d_model, groups, value_dim),
@@ -340,17 +340,6 @@ class MultiHeadAttention(eqx.Module):
         return self.attend(q, k, v, mask, bias)
 
 
-def _check_kv_heads(heads: int, kv_heads, heads_name: str) -> int:
-    """``kv_heads`` checked (a positive divisor of ``heads``), ``heads`` for ``None``."""
-    if kv_heads is None:
-        return heads
-    kv_heads = _checks.positive_int("kv_heads", kv_heads)
-    if heads % kv_heads:
-        raise ValueError(f"{heads_name} must be divisible by kv_heads (each key/value head serves a group of "
-                         f"query heads), got {heads_name}={heads}, kv_heads={kv_heads}")
-    return kv_heads
-
-
 def parameter_count(layer: MultiHeadAttention) -> int:
     """Number of trainable numbers in ``layer`` (751 for d_model 7, 3 heads, key_dim 8)."""
     if not isinstance(layer, MultiHeadAttention):  # any other pytree would be counted without a word
@@ -385,7 +374,7 @@ class MultiHeadSelfAttention(eqx.Module):
             raise ValueError(f"d_model must be divisible by heads, got d_model={d_model}, heads={heads}")
         if init not in ("glorot", "fan-in"):
             raise ValueError(f"init must be 'glorot' or 'fan-in', got {init!r}")
-        groups = _check_kv_heads(heads, kv_heads, "heads")
+        groups = _checks.kv_heads(heads, kv_heads, "heads")
         key = _checks.prng_key("key", key)
         layer = MultiHeadAttention(d_model, heads, d_model // heads, kv_heads=groups, key=key)
         if init == "fan-in":
@@ -418,3 +407,29 @@ class MultiHeadSelfAttention(eqx.Module):
         nn.features("x", x, self.attention.d_model, "d_model")
         mask = masking.causal_mask(x.shape[0]) if self.causal else None
         return self.attention(x, x, x, mask, bias, process_heads=process_heads)[0]
+
+    # The decoding protocol of every layer that decodes one token at a time (this one, AFT-simple, latent
+    # attention): ``cache = layer.init_cache(length)``, then ``y, cache = layer.step(x, cache, t)`` per position.
+
+    def init_cache(self, length: int) -> tuple[Float[Array, "length kv_heads key_dim"],
+                                               Float[Array, "length kv_heads value_dim"]]:
+        """An empty cache for ``length`` tokens: keys ``(length, kv_heads, key_dim)`` and values
+        ``(length, kv_heads, value_dim)``, zero until :meth:`step` writes row ``t`` (``kv_heads = heads`` unless
+        the layer shares its keys and values, chapter 10)."""
+        length = _checks.positive_int("length", length)
+        mha = self.attention
+        return jnp.zeros((length, mha.kv_heads, mha.key_dim)), jnp.zeros((length, mha.kv_heads, mha.value_dim))
+
+    def step(self, x: Float[Array, "1 d_model"], cache: tuple, t) -> tuple[Float[Array, "1 d_model"], tuple]:
+        """One decoding step: the output for the new row ``x (1, d_model)`` at position ``t`` and the cache with
+        its key and value written at row ``t`` (in place under jit). Attends over the cache rows ``<= t``, which
+        is the causal layer's row ``t``; a causal layer only."""
+        if not self.causal:
+            raise ValueError("step decodes one token at a time and needs a causal layer")
+        mha = self.attention
+        k_cache, v_cache = cache
+        q, k, v = mha.project(x, x, x)
+        k_cache = jax.lax.dynamic_update_slice(k_cache, k, (t, 0, 0))
+        v_cache = jax.lax.dynamic_update_slice(v_cache, v, (t, 0, 0))
+        visible = (jnp.arange(k_cache.shape[0]) <= t)[None]  # (1, length): the rows written so far
+        return mha.attend(q, k_cache, v_cache, visible)[0], (k_cache, v_cache)

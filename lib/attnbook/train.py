@@ -302,7 +302,7 @@ def _gather(train_data, indices):
     return tuple(a[indices] for a in train_data)
 
 
-def _training_step(static, loss_fn, optimizer):
+def training_step(static, loss_fn, optimizer):
     """The one training step of the book, ``step((params, opt_state), batch) -> (carry, loss)``, and the loss of params."""
 
     def loss_of(params, *batch):
@@ -320,7 +320,7 @@ def _training_step(static, loss_fn, optimizer):
 
 @_checks.jit
 def _run(params, static, loss_fn, optimizer, batches, test_data):
-    step, loss_of = _training_step(static, loss_fn, optimizer)
+    step, loss_of = training_step(static, loss_fn, optimizer)
 
     def steps_then_test(carry, chunk):  # chunk: eval_every minibatches
         carry, losses = jax.lax.scan(step, carry, chunk)
@@ -334,7 +334,7 @@ def _run(params, static, loss_fn, optimizer, batches, test_data):
 
 @_checks.jit
 def _run_seeds(params, static, loss_fn, optimizer, batches):
-    step, _ = _training_step(static, loss_fn, optimizer)
+    step, _ = training_step(static, loss_fn, optimizer)
 
     def one(params, batches):  # batches: (steps, batch, ...) arrays of one run
         (params, _), losses = jax.lax.scan(step, (params, optimizer.init(params)), batches)

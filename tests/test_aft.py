@@ -467,3 +467,81 @@ def test_mixer_choice_trains_only_the_chosen_layer():
             assert (sum(norms) > 0) == (i == j)
     with pytest.raises(ValueError, match="kind"):
         model.using("aft-fancy")
+
+
+# ---------------------------------------------------------------------------------------------
+# The reference forms that chapter 5 prints its checks with
+
+
+def test_aft_full_float64_is_the_loop_of_eq_2():
+    rng = np.random.default_rng(11)
+    q, k, v = (rng.normal(size=(5, 3)) for _ in range(3))
+    w = rng.normal(size=(5, 5))
+    for causal in (False, True):
+        expected = np.array([[sigmoid(q[row, c]) * weighted_average(
+            [(k[col, c] + w[row, col], v[col, c]) for col in range(5) if col <= row or not causal])
+            for c in range(3)] for row in range(5)])
+        np.testing.assert_allclose(aft.aft_full_float64(q, k, v, w, causal), expected, rtol=1e-12)
+        np.testing.assert_allclose(aft.aft_full(*(a.astype(np.float32) for a in (q, k, v, w)), causal),
+                                   expected, atol=1e-5)
+    with pytest.raises(ValueError, match="shape"):
+        aft.aft_full_float64(q, k, v, w[:4, :4])
+
+
+def test_conv_as_full_and_the_reductions_agree():
+    rng = np.random.default_rng(12)
+    T, d, heads = 7, 4, 2
+    q, k, v = (rng.normal(size=(T, d)).astype(np.float32) for _ in range(3))
+    w = rng.normal(size=(T, T)).astype(np.float32)
+    k_heads = rng.normal(size=(T, heads)).astype(np.float32)
+    kernel = rng.normal(size=(heads, 5)).astype(np.float32)
+    for causal in (False, True):
+        exact = aft.conv_as_full(q, k_heads, v, kernel, causal, full=aft.aft_full_float64)
+        np.testing.assert_allclose(aft.aft_conv(q, k_heads, v, kernel, causal), exact, atol=1e-5)
+        for left, right in aft.reductions(q, k, v, w, k_heads, kernel, causal):
+            np.testing.assert_allclose(left, right, atol=1e-6)
+    with pytest.raises(ValueError, match="multiple"):
+        aft.conv_as_full(q[:, :3], k_heads, v[:, :3], kernel)
+
+
+def test_unstable_averages_fail_where_the_chapter_says():
+    rng = np.random.default_rng(13)
+    T, d = 4, 2
+    k, v = rng.normal(size=(T, d)).astype(np.float32), rng.normal(size=(T, d)).astype(np.float32)
+    w = rng.normal(size=(T, T)).astype(np.float32)
+    visible = np.tri(T, dtype=bool)
+    exact = aft.aft_full_float64(np.full((T, d), 1e4), k, v, w, causal=True)
+    for average in aft.unstable_averages(k, v, w, visible):  # small exponents: all three are right
+        np.testing.assert_allclose(average, exact, atol=1e-5)
+    k[-1] += 1000.0  # a later key far above the rest: the whole-row shift loses the earlier rows
+    _, _, whole_row = aft.unstable_averages(k, v, w, visible)
+    assert not np.isfinite(np.asarray(whole_row)[0]).all()
+
+
+def test_eq6_literal_cancels_only_for_a_very_negative_kernel():
+    rng = np.random.default_rng(14)
+    T, d, heads = 8, 4, 2
+    q, v = rng.normal(size=(T, d)).astype(np.float32), rng.normal(size=(T, d)).astype(np.float32)
+    k_heads = rng.normal(size=(T, heads)).astype(np.float32)
+    kernel = rng.normal(size=(heads, 5)).astype(np.float32)
+    np.testing.assert_allclose(aft.aft_conv_eq6_literal(q, k_heads, v, kernel),
+                               aft.aft_conv(q, k_heads, v, kernel, causal=True), atol=1e-5)
+    negative = np.full((heads, 5), -20.0, dtype=np.float32)
+    exact = aft.conv_as_full(q, k_heads, v, negative, True, full=aft.aft_full_float64)
+    assert not np.isclose(aft.aft_conv_eq6_literal(q, k_heads, v, negative)[:5], exact[:5], atol=1e-5).all()
+
+
+def test_next_token_data_and_mixer_input():
+    images = np.arange(12).reshape(3, 4)
+    inputs, targets = lm.next_token_data(images, start=99)
+    np.testing.assert_array_equal(inputs, [[99, 0, 1, 2], [99, 4, 5, 6], [99, 8, 9, 10]])
+    np.testing.assert_array_equal(targets, images)
+    with pytest.raises(ValueError, match="shape"):
+        lm.next_token_data(np.arange(4), start=0)
+    model = lm.NextTokenModel("aft-full", vocab_size=12, num_classes=12, max_len=8, d_model=8, key=jax.random.key(0))
+    tokens = jnp.asarray([1, 2, 3])
+    block = model.blocks[0]
+    x = model.embed[tokens] + model.position[:3]
+    np.testing.assert_allclose(lm.mixer_input(model, tokens), jax.vmap(block.norms[0])(x), rtol=1e-6)
+    mixed = block.mixer(lm.mixer_input(model, tokens))  # the block is its input plus the mixer on it, plus the MLP
+    np.testing.assert_allclose(block._sublayer(block.norms[0], block.mixer, x), x + mixed, atol=1e-6)

@@ -112,3 +112,12 @@ def test_wrong_types(call, names):
         call()
     for name in names:
         assert name in str(info.value)
+
+
+def test_rms_row_norm():
+    from attnbook.positional import rms_row_norm, sinusoidal_encoding
+
+    assert rms_row_norm([[3.0, 4.0], [0.0, 0.0]]) == pytest.approx(np.sqrt(12.5))
+    assert rms_row_norm(sinusoidal_encoding(64, 32)) == pytest.approx(4.0, rel=1e-6)  # every row has norm sqrt(d/2)
+    with pytest.raises(ValueError, match="shape"):
+        rms_row_norm(np.ones(3))

@@ -460,6 +460,105 @@ def conv_bias_matrix(kernel: Float[Array, "heads s"], length: int, causal: bool 
 
 
 # ---------------------------------------------------------------------------------------------
+# Reference forms that chapter 5 checks the functions above against
+
+
+def aft_full_float64(q, k, v, w, causal: bool = False) -> np.ndarray:
+    """AFT-full (Eq. 2) evaluated row by row in float64, NumPy only: the reference of chapter 5.
+
+    Each row and channel is shifted by its own largest visible exponent (Eq. ``aft-shift`` of the chapter), so keys
+    and biases of any size are fine. ``q, k, v``: ``(T, d)``; ``w``: ``(T, T)``.
+    """
+    q, k, v, w = (np.asarray(a, dtype=np.float64) for a in (q, k, v, w))
+    if q.ndim != 2 or k.shape != q.shape or v.shape != q.shape or w.shape != (len(q), len(q)):
+        raise ValueError(f"need q, k, v of one shape (T, d) and w of shape (T, T), got {q.shape}, {k.shape}, "
+                         f"{v.shape}, {w.shape}")
+    y = np.zeros(q.shape)
+    for row in range(len(q)):
+        z = (k + w[row][:, None])[: row + 1 if causal else len(q)]  # exponents of the visible positions, (t', d)
+        e = np.exp(z - z.max(axis=0))
+        y[row] = (e * v[: len(z)]).sum(axis=0) / e.sum(axis=0)
+    return y / (1.0 + np.exp(-q))
+
+
+def conv_as_full(q, k, v, kernel, causal: bool = False, *, full=None):
+    """AFT-conv computed as AFT-full on each head's channels, with the head's key and its banded bias.
+
+    ``k``: ``(T, heads)``, one key per head; ``kernel``: ``(heads, s)``. ``full`` is the AFT-full to use
+    (:func:`aft_full` by default, or :func:`aft_full_float64`). Equal to :func:`aft_conv` (Eq. 6).
+    """
+    full = aft_full if full is None else full
+    length, d = np.shape(q)
+    heads = np.shape(k)[1]
+    if d % heads:
+        raise ValueError(f"d={d} must be a multiple of heads={heads}")
+    width = d // heads
+    biases = conv_bias_matrix(jnp.asarray(kernel), length, causal)
+    parts = [full(q[:, i * width:(i + 1) * width], np.repeat(np.asarray(k)[:, i:i + 1], width, axis=1),
+                  v[:, i * width:(i + 1) * width], np.asarray(biases[i]), causal) for i in range(heads)]
+    return np.concatenate([np.asarray(part) for part in parts], axis=1)
+
+
+def reductions(q, k, v, w, k_heads, kernel, causal: bool = False, *, window: int = 3):
+    """The two sides of the four reductions of chapter 5, in this order, as ``(left, right)`` pairs:
+
+    AFT-local with ``s = T`` and AFT-full; AFT-local with ``s = window`` and AFT-full with ``w`` zeroed where
+    ``|t - t'| >= window``; AFT-simple and AFT-full with ``w = 0``; AFT-conv (keys ``k_heads``, ``kernel``) and
+    :func:`conv_as_full`.
+    """
+    length = len(q)
+    band = np.abs(np.arange(length)[:, None] - np.arange(length)[None, :]) < window
+    full = aft_full(q, k, v, w, causal)
+    return [
+        (aft_local(q, k, v, w, length, causal), full),
+        (aft_local(q, k, v, w, window, causal), aft_full(q, k, v, np.where(band, w, 0.0), causal)),
+        (aft_simple(q, k, v, causal), aft_full(q, k, v, np.zeros_like(w), causal)),
+        (aft_conv(q, k_heads, v, kernel, causal), conv_as_full(q, k_heads, v, kernel, causal)),
+    ]
+
+
+@jax.jit
+def unstable_averages(k, v, w, visible):
+    """AFT-full's weighted averages (no gate) three wrong ways, in float32: as written (no shift), shifted by the
+    largest visible key and the largest visible bias separately, and shifted by the row's maximum over every
+    position, seen or not. ``visible``: ``(T, T)`` bools, the positions each output sees.
+    """
+    visible = visible[:, :, None]  # indexed (t, t', channel)
+    exponents = k[None] + w[:, :, None]  # K[t', c] + w[t, t']
+    z = jnp.where(visible, exponents, -jnp.inf)
+
+    def average(e):
+        return (e * v[None]).sum(axis=1) / e.sum(axis=1)
+
+    k_top = jnp.where(visible, k[None], -jnp.inf).max(axis=1, keepdims=True)
+    w_top = jnp.where(visible, w[:, :, None], -jnp.inf).max(axis=1, keepdims=True)
+    whole_row = exponents.max(axis=1, keepdims=True)
+    return average(jnp.exp(z)), average(jnp.exp(z - k_top - w_top)), average(jnp.exp(z - whole_row))
+
+
+@jax.jit
+def aft_conv_eq6_literal(q, k, v, kernel):
+    """The paper's Eq. 6, causal, evaluated literally: a running global sum plus ``conv1d(exp(K) V, exp(w) - 1)``.
+
+    One shift per head (its largest key over the whole sequence), a depth-wise ``conv_general_dilated``. It cancels
+    where ``exp(w) << 1``; :func:`aft_conv` does not.
+    """
+    length, d = q.shape
+    heads, size = kernel.shape
+    e = jnp.repeat(jnp.exp(k - k.max(axis=0)), d // heads, axis=1)  # each head's key in each of its channels
+    taps = jnp.repeat(jnp.exp(kernel) - 1.0, d // heads, axis=0)  # (d, s); taps[:, j] weighs offset t - t' = j
+
+    def conv1d(x):  # causal depth-wise: out[t, c] = sum_j taps[c, j] x[t - j, c]; XLA correlates, so flip
+        out = jax.lax.conv_general_dilated(x.T[None], taps[:, None, ::-1], window_strides=(1,),
+                                           padding=[(size - 1, 0)], feature_group_count=d)
+        return out[0].T
+
+    num = jnp.cumsum(e * v, axis=0) + conv1d(e * v)
+    den = jnp.cumsum(e, axis=0) + conv1d(e)
+    return jax.nn.sigmoid(q) * num / den
+
+
+# ---------------------------------------------------------------------------------------------
 # Layers: each maps x (T, d_model) -> (T, d_model), a drop-in replacement for self-attention
 
 
@@ -628,6 +727,7 @@ class AFTConv(eqx.Module):
 
 
 __all__ = [
-    "aft_full", "aft_local", "aft_simple", "aft_conv", "conv_bias_matrix", "AFTFull", "AFTLocal", "AFTSimple",
+    "aft_full", "aft_local", "aft_simple", "aft_conv", "conv_bias_matrix", "aft_full_float64", "conv_as_full",
+    "reductions", "unstable_averages", "aft_conv_eq6_literal", "AFTFull", "AFTLocal", "AFTSimple",
     "AFTConv", "VARIANTS", "ROW_BLOCK",
 ]

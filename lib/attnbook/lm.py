@@ -13,6 +13,7 @@ from collections.abc import Sequence
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float, Int
 
 from . import _checks
@@ -144,4 +145,24 @@ class NextTokenModel(eqx.Module):
         return self.head(jax.vmap(self.norm)(x))
 
 
-__all__ = ["MIXERS", "make_mixer", "MixerChoice", "NextTokenModel"]
+def next_token_data(sequences, start: int):
+    """``(inputs, targets)`` for next-token prediction: a ``start`` token in front of each row of ``sequences``
+    ``(N, T)``, its last token dropped, so that position ``t`` sees ``start`` and tokens ``0..t-1`` and predicts
+    token ``t``."""
+    sequences = np.asarray(sequences)
+    if sequences.ndim != 2:
+        raise ValueError(f"sequences must have shape (N, T), got {sequences.shape}")
+    inputs = np.concatenate([np.full((len(sequences), 1), start, dtype=sequences.dtype), sequences[:, :-1]], axis=1)
+    return inputs, sequences
+
+
+def mixer_input(model: NextTokenModel, tokens, block: int = 0) -> Float[Array, "T d_model"]:
+    """What the mixing layer of ``model.blocks[block]`` receives for ``tokens``: the layer-normed residual stream."""
+    tokens = jnp.asarray(tokens)
+    x = model.embed[tokens] + model.position[: tokens.shape[0]]
+    for earlier in model.blocks[:block]:
+        x = earlier(x)
+    return jax.vmap(model.blocks[block].norms[0])(x)
+
+
+__all__ = ["MIXERS", "make_mixer", "MixerChoice", "NextTokenModel", "next_token_data", "mixer_input"]

@@ -450,3 +450,14 @@ def alibi_causal_bias(length: int, num_heads: int) -> Float[Array, "num_heads le
     bias = alibi_slopes(num_heads)[:, None, None] * offset[None]
     bias = np.where(offset[None] <= 0, bias + 0.0, -np.inf)
     return jnp.asarray(bias, dtype=jnp.float32)
+
+
+def rms_row_norm(table) -> float:
+    """The root-mean-square Euclidean norm of the rows of ``table`` ``(n, d)``, in float64: the typical length of a row.
+
+    Chapter 1 compares an encoding's rows with those of embedding tables at two scales this way.
+    """
+    table = np.asarray(table, dtype=np.float64)
+    if table.ndim != 2:
+        raise ValueError(f"table must have shape (n, d), got {table.shape}")
+    return float(np.sqrt(np.mean(np.sum(np.square(table), axis=1))))

@@ -10,6 +10,7 @@ filter does nothing, so the site's pages are unchanged. It runs after Quarto's o
   is <book-site-url>/<lang>/chapters/<lang>/<stem>.html, as tools/build_site.sh lays the site out.
 * A link to another chapter's file (`03-masking.ipynb`, `glossary.qmd#sec-x`), which the website
   resolves to its page, points into the book: to its anchor, or to the chapter's first heading.
+* The Japanese PDF reads 「3.2 節」「第 3 章」 where Quarto writes 「セクション 3.2」「チャプター 3」.
 * EPUB is XHTML: a raw `<br>` (notebook tables' headers) is written `<br />`, and a figure's
   alternative text stays on its <img>, not on the figure's <div> where XHTML forbids it.
 * EPUB math is MathML: pandoc's texmath cannot parse \Bigl( ... \Bigr) inside an aligned block and
@@ -92,6 +93,36 @@ function Pandoc(doc)
       return link
     end,
   }
+  if lang == "ja" and not epub then
+    -- 「セクション~\ref{sec-x}」 -> 「\ref{sec-x}~節」, 「チャプター~\ref{}」 -> 「第~\ref{}~章」, as the website
+    -- reads (tools/japanese_xrefs.py there, tools/books.py in the EPUB). Quarto writes the prefix as a
+    -- Str ending in the loan word and a no-break space, before the \ref.
+    local NBSP = "\u{00a0}"
+    filters.Inlines = function(inlines)
+      local out, changed = pandoc.Inlines({}), false
+      local i = 1
+      while i <= #inlines do
+        local el, nxt = inlines[i], inlines[i + 1]
+        local before, word = nil, nil
+        if el.t == "Str" then
+          before, word = el.text:match("^(.-)(セクション)" .. NBSP .. "$")
+          if not word then before, word = el.text:match("^(.-)(チャプター)" .. NBSP .. "$") end
+        end
+        if word and nxt and nxt.t == "RawInline" and nxt.format:match("tex") and nxt.text:match("^\\ref%b{}$") then
+          if before ~= "" then out:insert(pandoc.Str(before)) end
+          if word == "セクション" then
+            out:insert(nxt); out:insert(pandoc.Str(NBSP .. "節"))
+          else
+            out:insert(pandoc.Str("第" .. NBSP)); out:insert(nxt); out:insert(pandoc.Str(NBSP .. "章"))
+          end
+          changed, i = true, i + 2
+        else
+          out:insert(el); i = i + 1
+        end
+      end
+      if changed then return out end
+    end
+  end
   if epub then
     filters.Math = function(math)
       local fixed = math.text:gsub("\\Big[lr](%A)", "\\Big%1"):gsub("\\big/", "/"):gsub("\\tfrac", "\\frac")

@@ -174,9 +174,22 @@ def test_epub_fix_declares_mathml_in_the_navigation(tmp_path: Path) -> None:
         z.writestr("EPUB/content.opf", '<item id="nav" href="nav.xhtml" properties="nav" />')
         z.writestr("EPUB/nav.xhtml", "<a>Why divide by <math><msqrt><mi>d</mi></msqrt></math></a>")
         z.writestr("EPUB/text/ch001.xhtml",
-                   '<a href="#sec-x" class="quarto-xref"><span>セクション&nbsp;3.2</span></a>')
+                   '<a href="#sec-x" class="quarto-xref"><span>セクション&nbsp;3.2</span></a> '
+                   '<a href="ch002.xhtml#sec-y" class="quarto-xref">セクション 1.5</a>')
     books.fix_epub(epub, "ja")
     with zipfile.ZipFile(epub) as z:
         assert z.infolist()[0].filename == "mimetype" and z.infolist()[0].compress_type == zipfile.ZIP_STORED
         assert 'properties="nav mathml"' in z.read("EPUB/content.opf").decode()
-        assert "3.2&nbsp;節" in z.read("EPUB/text/ch001.xhtml").decode()
+        text = z.read("EPUB/text/ch001.xhtml").decode()
+        assert "3.2&nbsp;節" in text and "1.5\u00a0節</a>" in text and "セクション" not in text
+
+
+def test_japanese_pdf_references_read_as_a_japanese_book(tmp_path: Path) -> None:
+    """Quarto writes 「セクション~\\ref{}」; the Japanese PDF reads 「\\ref{}~節」 and 「第~\\ref{}~章」."""
+    write_inputs(tmp_path, "ja")
+    (tmp_path / "tiny.md").write_text(
+        "---\nlang: ja\n---\n\n前の節（セクション\u00a0`\\ref{sec-x}`{=latex}）と"
+        "チャプター\u00a0`\\ref{sec-y}`{=latex}を見ます。\n", encoding="utf-8")
+    latex = subprocess.run([pandoc(), "tiny.md", "-t", "latex", "--lua-filter", "filter.lua"], cwd=tmp_path,
+                           capture_output=True, text=True, check=True).stdout
+    assert "（\\ref{sec-x}~節）と第~\\ref{sec-y}~章を" in latex and "セクション" not in latex

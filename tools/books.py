@@ -53,6 +53,18 @@ def book_files(books: Path, lang: str) -> dict[str, Path]:
 
 # ---------------------------------------------------------------------------------------------- EPUB
 
+# In the EPUB, Quarto writes a reference's text without the <span> of the website's pages.
+EPUB_XREF = re.compile(r'(<a [^>]*class="quarto-xref"[^>]*>)(セクション|チャプター)(?:&nbsp;|\s|\u00a0)*([0-9A-Z.]+)</a>')
+
+
+def japanese_xref_links(xhtml: str) -> str:
+    """「セクション 3.2」 -> 「3.2 節」, 「チャプター 3」 -> 「第 3 章」, as tools/japanese_xrefs.py on the site."""
+    def replace(m: re.Match) -> str:
+        words = f"{m[3]}\u00a0節" if m[2] == "セクション" else f"第\u00a0{m[3]}\u00a0章"
+        return f"{m[1]}{words}</a>"
+    return EPUB_XREF.sub(replace, xhtml)
+
+
 def fix_epub(path: Path, lang: str) -> None:
     """Rewrite the EPUB in place (see the module's docstring); the mimetype stays first and stored."""
     with zipfile.ZipFile(path) as zin:
@@ -66,7 +78,7 @@ def fix_epub(path: Path, lang: str) -> None:
             text = re.sub(r'(<item [^>]*properties=")nav(")', r"\1nav mathml\2", text)
             data = text.encode("utf-8")
         elif info.filename.endswith(".xhtml") and lang == "ja":
-            data = japanese_xrefs.rewrite(data.decode("utf-8")).encode("utf-8")
+            data = japanese_xref_links(japanese_xrefs.rewrite(data.decode("utf-8"))).encode("utf-8")
         out.append((info, data))
     tmp = path.with_suffix(".tmp.epub")
     with zipfile.ZipFile(tmp, "w") as zout:

@@ -123,6 +123,24 @@ function Pandoc(doc)
       if changed then return out end
     end
   end
+  if not epub then
+    -- Inline code may break after . _ / ( , = : a long identifier in running text, Japanese above all
+    -- (no spaces), otherwise runs into the margin.
+    local ESCAPE = { ["\\"] = "\\textbackslash{}", ["{"] = "\\{", ["}"] = "\\}", ["$"] = "\\$", ["&"] = "\\&",
+                     ["#"] = "\\#", ["^"] = "\\^{}", ["_"] = "\\_", ["%"] = "\\%", ["~"] = "\\textasciitilde{}",
+                     ["'"] = "\\textquotesingle{}", ["`"] = "\\textasciigrave{}", ["<"] = "\\textless{}",
+                     [">"] = "\\textgreater{}", ["-"] = "-{}", [" "] = "\\ " }
+    local BREAK_AFTER = { ["."] = true, ["_"] = true, ["/"] = true, ["("] = true, [","] = true, ["="] = true }
+    filters.Code = function(code)
+      local out = {}
+      for _, point in utf8.codes(code.text) do
+        local c = utf8.char(point)
+        out[#out + 1] = ESCAPE[c] or c
+        if BREAK_AFTER[c] then out[#out + 1] = "\\allowbreak{}" end
+      end
+      return pandoc.RawInline("latex", "\\texttt{" .. table.concat(out) .. "}")
+    end
+  end
   if epub then
     filters.Math = function(math)
       local fixed = math.text:gsub("\\Big[lr](%A)", "\\Big%1"):gsub("\\big/", "/"):gsub("\\tfrac", "\\frac")

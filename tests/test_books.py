@@ -161,10 +161,12 @@ def test_chapter_check_finds_a_wrong_order_or_number(lang: str) -> None:
 def test_toc_entries_are_read_from_latex(tmp_path: Path) -> None:
     text = ("\\contentsline {chapter}{\\numberline {1}Positional encoding}{1}{chapter.1}%\n"
             "\\contentsline {section}{\\numberline {1.1}Tokens}{2}{section.1.1}%\n"
-            "\\contentsline {chapter}{\\numberline {A}Errata}{300}{appendix.A}%\n")
+            "\\contentsline {chapter}{\\numberline {A}Errata}{300}{appendix.A}%\n"
+            "\\contentsline {chapter}{\\numberline {第2章}マスク}{30}{chapter.2}%\n"
+            "\\contentsline {chapter}{\\numberline {付録B}用語集}{310}{appendix.B}%\n")
     path = tmp_path / "attention-en.toc"
     path.write_text(text, encoding="utf-8")
-    assert books.pdf_outline(path) == ["1 Positional encoding", "A Errata"]
+    assert books.pdf_outline(path) == ["1 Positional encoding", "A Errata", "2 マスク", "B 用語集"]
 
 
 def test_epub_fix_declares_mathml_in_the_navigation(tmp_path: Path) -> None:
@@ -193,3 +195,14 @@ def test_japanese_pdf_references_read_as_a_japanese_book(tmp_path: Path) -> None
     latex = subprocess.run([pandoc(), "tiny.md", "-t", "latex", "--lua-filter", "filter.lua"], cwd=tmp_path,
                            capture_output=True, text=True, check=True).stdout
     assert "（\\ref{sec-x}~節）と第~\\ref{sec-y}~章を" in latex and "セクション" not in latex
+
+
+def test_inline_code_may_break_in_the_pdf(tmp_path: Path) -> None:
+    """A long identifier in running text breaks after . _ ( , = and keeps every character, escaped."""
+    write_inputs(tmp_path, "ja")
+    (tmp_path / "tiny.md").write_text("---\nlang: ja\n---\n\n個でした。`attnbook.mha(d_model=1)` と `a{b}$c#d%e&f~g^h\\\\i`\n",
+                                      encoding="utf-8")
+    latex = subprocess.run([pandoc(), "tiny.md", "-t", "latex", "--lua-filter", "filter.lua"], cwd=tmp_path,
+                           capture_output=True, text=True, check=True).stdout
+    assert r"\texttt{attnbook.\allowbreak{}mha(\allowbreak{}d\_\allowbreak{}model=\allowbreak{}1)}" in latex
+    assert r"\texttt{a\{b\}\$c\#d\%e\&f\textasciitilde{}g\^{}h\textbackslash{}\textbackslash{}i}" in latex

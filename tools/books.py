@@ -216,7 +216,9 @@ def pdf_outline(tex_toc: Path) -> list[str]:
     for m in re.finditer(r"\\contentsline \{chapter\}\{\\numberline \{([^}]*)\}(.*)\}\{\d+\}\{[^}]*\}%?$",
                          text, re.M):
         title = re.sub(r"\\[a-zA-Z]+\s*|[{}]", "", m[2]).strip()
-        entries.append(f"{m[1]} {title}")
+        # The Japanese class (ltjsbook) numbers 「第1章」「付録A」: the site's 1 and A.
+        number = re.sub(r"^第\s*(\d+)\s*章$|^付録\s*([A-Z])$", lambda n: n[1] or n[2], m[1].strip())
+        entries.append(f"{number} {title}")
     return entries
 
 

@@ -81,9 +81,9 @@ def pytest_xdist_make_scheduler(config, log):
     of a chapter have the same number of cells, so with one unit per file they ran side by side on the
     two workers and both compiled the chapter's programs. One after the other on one worker, the Japanese
     twin loads from JAX's compilation cache (tools/jax_cache.py) what the English one just compiled:
-    every program without a host callback (JAX caches none with one, so programs that hold the library's
-    in-program checks, equinox.error_if, such as the training runs, are still compiled by each twin).
-    Measured, CPU seconds of the Japanese notebook alone (cold) -> after its English twin, load 3.4-8.8:
+    every program without a host callback (JAX caches none with one; the library's own programs, training runs
+    included, return their value checks instead, attnbook._checks.jit, so the twin loads them too).
+    Measured before that change, CPU seconds of the Japanese notebook alone (cold) -> after its English twin, load 3.4-8.8:
     chapter 4 87 -> 55, chapter 5 97 -> 66, chapter 6 47 -> 19, chapter 7 73 -> 64, chapter 9 35 -> 33; both
     twins under `pytest -n auto` from an empty cache, load 2.7-5.0: chapter 5 173 -> 153, chapter 6 89 -> 60.
     """
@@ -91,6 +91,8 @@ def pytest_xdist_make_scheduler(config, log):
         return None
     from xdist.scheduler import LoadFileScheduling
 
+    # _split_scope and _assign_work_unit are pytest-xdist's private methods (3.8.0): requirements.lock pins
+    # pytest-xdist==3.8.0 for them; check both when the lock moves it.
     class ChapterScheduling(LoadFileScheduling):
         def _split_scope(self, nodeid: str) -> str:
             return EDITION_FOLDER.sub("chapters/", super()._split_scope(nodeid))

@@ -30,13 +30,13 @@ skipped, and recorded as skipped, when its predicted time exceeds --max-run-seco
 previous length and the method's growth) or its memory (temporary + inputs + outputs) exceeds
 --max-memory-gib, or when the whole benchmark has used up --budget-minutes.
 
-    python bench/attention_cost.py                 # about 10 minutes; writes bench/results/
+    python bench/attention_cost.py                 # about 10 minutes; writes lib/attnbook/experiments/results/
     python bench/attention_cost.py --quick         # T up to 2048, written to a temporary folder
     python bench/attention_cost.py --memory-only REASON   # memory analysed again, stored times kept (below)
 
-Writes bench/results/attention_cost.csv (one row per method, mode and T),
-bench/results/attention_cost_chunks.csv (chunk sizes of chunked attention at one T) and
-bench/results/attention_cost.json (the machine, the settings, the cross-check), then prints tables.
+Writes lib/attnbook/experiments/results/attention_cost.csv (one row per method, mode and T),
+lib/attnbook/experiments/results/attention_cost_chunks.csv (chunk sizes of chunked attention at one T) and
+lib/attnbook/experiments/results/attention_cost.json (the machine, the settings, the cross-check), then prints tables.
 
 ``--memory-only`` re-analyses the memory of every stored row (both programs) and re-runs the cross-check
 with the current library, keeping the stored times, and records when and why in the JSON
@@ -53,7 +53,6 @@ import json
 import math
 import os
 import pathlib
-import platform
 import subprocess
 import sys
 import tempfile
@@ -65,9 +64,9 @@ import numpy as np
 
 from attnbook import aft, cost
 from attnbook.attention import chunked_attention, scaled_dot_product_attention
+from attnbook.experiments import machine, source_folder, write_csv
 
-HERE = pathlib.Path(__file__).resolve().parent
-RESULTS = HERE / "results"
+RESULTS = source_folder()
 D = 64  # features per token (one head)
 CHUNK = 1024  # query and key chunk of chunked attention
 WINDOW = 32  # AFT-local: |t - t'| < 32, a band of 63 offsets
@@ -309,41 +308,6 @@ def reanalyse_memory(out: pathlib.Path, reason: str) -> None:
     print(f"memory re-analysed in {out}, {chunks_path.name} and {meta_path.name}; times kept", flush=True)
 
 
-# ---------------------------------------------------------------------------------------------
-# The machine
-
-
-def machine() -> dict:
-    info = {}
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                if key.strip() == "model name" and "cpu_model" not in info:
-                    info["cpu_model"] = value.strip()
-    except OSError:
-        info["cpu_model"] = platform.processor() or "unknown"
-    try:
-        with open("/proc/meminfo", encoding="utf-8") as f:
-            total_kib = next(int(line.split()[1]) for line in f if line.startswith("MemTotal"))
-        info["memory_gib"] = round(total_kib / 2**20, 1)
-    except (OSError, StopIteration):
-        pass
-    info["cores"] = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    info.update(platform=platform.platform(), python=platform.python_version(), jax=jax.__version__,
-                jaxlib=jax.lib.__version__ if hasattr(jax.lib, "__version__") else "", backend=jax.default_backend(),
-                xla_flags=os.environ.get("XLA_FLAGS", ""))
-    return info
-
-
-def write_csv(path: pathlib.Path, rows: list[dict]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-
-
 def print_table(rows: list[dict], mode: str, field: str, scale: float, unit: str) -> None:
     methods = list(dict.fromkeys(r["method"] for r in rows))
     lengths = sorted({r["T"] for r in rows})
@@ -367,7 +331,7 @@ def main(argv=None) -> int:
     parser.add_argument("--max-memory-gib", type=float, default=4.0, help="skip runs that need more memory")
     parser.add_argument("--budget-minutes", type=float, default=8.0, help="stop timing after this long")
     parser.add_argument("--out", type=pathlib.Path, default=None,
-                        help="CSV to write (default: bench/results/attention_cost.csv; with --quick, a temporary folder)")
+                        help="CSV to write (default: lib/attnbook/experiments/results/attention_cost.csv; with --quick, a temporary folder)")
     parser.add_argument("--memory-only", metavar="REASON",
                         help="re-analyse the stored rows' memory with the current library, keep their times")
     parser.add_argument("--rss-worker", nargs=2, metavar=("METHOD", "T"), help=argparse.SUPPRESS)

@@ -16,7 +16,7 @@ see the same batches in the same order.
   (``induction.periodic_random_tokens``: each row repeats its first ``P`` printable characters, ``P`` uniform in
   8..60 per row, so only induction predicts them, and no fixed offset does); from then on, plain windows as above.
 
-(Pilots that led to these two, with their logs: ``bench/results/induction_heads_pilots/``.)
+(Pilots that led to these two, with their logs: ``bench/pilots/induction_heads/``.)
 
 Every ``eval_every`` (100) steps, step 0 included, the script measures on fixed evaluation sets (the same for
 every run):
@@ -37,12 +37,12 @@ for every seed. Rebuild a model with ``make_model(depth, seed)`` then ``equinox.
 
 Writes (each table keyed by variant, depth and seed; a run replaces its own rows and keeps the others, under a
 file lock, so several runs may write at once):
-- bench/results/induction_heads/{variant}_L{depth}_s{seed}_step{step:05d}.eqx: the checkpoints;
-- bench/results/induction_heads_training.csv: one line per run and evaluation step, the losses above;
-- bench/results/induction_heads_scores.csv: one line per run, step, layer and head, its two scores;
-- bench/results/induction_heads_composition.csv: one line per 2-layer run, step and (layer-0, layer-1) head pair;
-- bench/results/induction_heads_per_position.csv: the held-out loss per position at every checkpoint;
-- bench/results/induction_heads.json: one record per command (machine, load, versions, settings, CPU seconds).
+- lib/attnbook/experiments/results/induction_heads/{variant}_L{depth}_s{seed}_step{step:05d}.eqx: the checkpoints;
+- lib/attnbook/experiments/results/induction_heads_training.csv: one line per run and evaluation step, the losses above;
+- lib/attnbook/experiments/results/induction_heads_scores.csv: one line per run, step, layer and head, its two scores;
+- lib/attnbook/experiments/results/induction_heads_composition.csv: one line per 2-layer run, step and (layer-0, layer-1) head pair;
+- lib/attnbook/experiments/results/induction_heads_per_position.csv: the held-out loss per position at every checkpoint;
+- lib/attnbook/experiments/results/induction_heads.json: one record per command (machine, load, versions, settings, CPU seconds).
 
 The stored runs (2026-11-26, AMD EPYC Zen 3), two processes at once on the 2-core machine, each pinned to one core
 and to one XLA thread (``taskset -c 0|1``, ``XLA_FLAGS="--xla_cpu_multi_thread_eigen=false
@@ -74,13 +74,10 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-sys.path.insert(0, str(pathlib.Path(__file__).parent))
-from attention_cost import write_csv  # noqa: E402
-from run_info import RunInfo  # noqa: E402
+from attnbook import corpus, induction, train
+from attnbook.experiments import RunInfo, source_folder, write_csv
 
-from attnbook import corpus, induction, train  # noqa: E402
-
-OUT = pathlib.Path(__file__).parent / "results"
+OUT = source_folder()
 VARIANTS = ("plain", "curriculum")
 SETTINGS = dict(d_model=64, heads=4, context=128, batch=32, learning_rate=3e-3, warmup_steps=100, clip_norm=1.0,
                 steps=1500, eval_every=100, checkpoints=[0, 400, 600, 1500], data_seed=1000,

@@ -7,25 +7,21 @@ cache in place, and attends over the rows written so far). Reported: the time pe
 (the other jobs of a shared machine only add time), and the cache's bytes per token.
 
 - ``mha``, ``gqa-4``, ``gqa-2``, ``mqa``: ``attnbook.mha.MultiHeadSelfAttention`` with ``kv_heads`` 8, 4, 2, 1,
-  stepped by chapter 7's own one-token step (``attnbook.transformer._mixer_step``);
+  stepped by the layer's own one-token step (``MultiHeadSelfAttention.step``, the protocol chapter 7's decoder uses);
 - ``mqa-repeated``: the MQA layer with its one key/value head copied to all 8 heads before attending (what a
   naive implementation does): the cache is small, the memory read per step is not;
 - ``mla``: ``attnbook.latent.MultiHeadLatentAttention`` with DeepSeek-V2's proportions, rank ``4 d_h = 256`` and a
   decoupled RoPE part of ``d_h / 2 = 32``, stepped in the absorbed form (``step``).
 
-Writes bench/results/kv_decoding.csv and .json (the machine, the load, the versions, the settings).
+Writes lib/attnbook/experiments/results/kv_decoding.csv and .json (the machine, the load, the versions, the settings).
 
     python bench/kv_decoding.py
 """
 
 from __future__ import annotations
 
-import datetime
-import importlib.metadata
 import json
 import os
-import pathlib
-import sys
 import time
 
 import equinox as eqx
@@ -33,16 +29,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-sys.path.insert(0, str(pathlib.Path(__file__).parent))
-from attention_cost import machine, write_csv  # noqa: E402
-
-from attnbook import kv, transformer  # noqa: E402
-from attnbook.latent import MultiHeadLatentAttention  # noqa: E402
-from attnbook.mha import MultiHeadSelfAttention  # noqa: E402
+from attnbook import kv
+from attnbook.experiments import RunInfo, source_folder, write_csv
+from attnbook.latent import MultiHeadLatentAttention
+from attnbook.mha import MultiHeadSelfAttention
 
 SETTINGS = dict(d_model=512, heads=8, key_dim=64, mla_rank=256, mla_rope_dim=32, steps=32, repeats=7,
                 contexts=[512, 2048, 8192])
-OUT = pathlib.Path(__file__).parent / "results"
+OUT = source_folder()
 
 
 def repeated_step(mixer, x, state, t):
@@ -80,26 +74,21 @@ def seconds(fn) -> float:
 
 def main() -> None:
     s = SETTINGS
-    start, load_before = time.time(), os.getloadavg()
+    info = RunInfo("python bench/kv_decoding.py")
     key = jax.random.key(0)
     layers = {f"gqa-{g}" if 1 < g < s["heads"] else ("mha" if g == s["heads"] else "mqa"):
               MultiHeadSelfAttention(s["d_model"], s["heads"], kv_heads=g, key=key) for g in (8, 4, 2, 1)}
     mla = MultiHeadLatentAttention(s["d_model"], s["heads"], s["key_dim"], s["mla_rank"], s["mla_rope_dim"], key=key)
-    mixer_step = lambda layer, x, state, t: transformer._mixer_step(layer, x, state, t)
-    methods = {name: (layer, mixer_step) for name, layer in layers.items()}
+    step = lambda layer, x, state, t: layer.step(x, state, t)  # the one decoding protocol of every layer
+    methods = {name: (layer, step) for name, layer in layers.items()}
     methods["mqa-repeated"] = (layers["mqa"], repeated_step)
-    methods["mla"] = (mla, lambda layer, x, state, t: layer.step(x, state, t))
+    methods["mla"] = (mla, step)
     rng = np.random.default_rng(0)
     xs = jnp.asarray(rng.normal(size=(s["steps"], s["d_model"])), jnp.float32)
     rows = []
     for context in s["contexts"]:
         for name, (layer, step) in methods.items():
-            if isinstance(layer, MultiHeadLatentAttention):
-                state = tuple(jnp.asarray(rng.normal(size=a.shape), jnp.float32) for a in layer.init_cache(context))
-            else:
-                mha = layer.attention
-                state = (jnp.asarray(rng.normal(size=(context, mha.kv_heads, mha.key_dim)), jnp.float32),
-                         jnp.asarray(rng.normal(size=(context, mha.kv_heads, mha.value_dim)), jnp.float32))
+            state = tuple(jnp.asarray(rng.normal(size=a.shape), jnp.float32) for a in layer.init_cache(context))
             first = jnp.asarray(context - s["steps"])
             total = seconds(lambda: decode(layer, step, xs, state, first))
             rows.append(dict(method=name, context=context, ms_per_token=round(1e3 * total / s["steps"], 4),
@@ -108,12 +97,9 @@ def main() -> None:
                              load_average=round(os.getloadavg()[0], 2)))
             print(rows[-1], flush=True)
     write_csv(OUT / "kv_decoding.csv", rows)
-    versions = {p: importlib.metadata.version(p) for p in ("jax", "jaxlib", "equinox", "numpy")}
-    meta = dict(date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), machine=machine(),
-                versions=versions, duration_seconds=round(time.time() - start, 1),
-                load_average_1min=dict(before=round(load_before[0], 2), after=round(os.getloadavg()[0], 2)),
-                note="timings on a shared machine: the fastest of several runs; compare methods within a context",
-                settings=SETTINGS)
+    meta = info.metadata(duration_seconds=round(time.time() - info.start, 1),
+                         note="timings on a shared machine: the fastest of several runs; compare methods within a context",
+                         settings=SETTINGS)
     (OUT / "kv_decoding.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
     print("wrote", OUT / "kv_decoding.csv", "and the .json")
 

@@ -1,9 +1,9 @@
 """Chapter 10: quality against KV-cache size, for key/value heads shared by groups of query heads, and uptraining.
 
-The task and the model are chapter 8's (``attnbook.extrapolation.SETTINGS``): next-token prediction on a Markov
+The task and the model are chapter 8's (``attnbook.experiments.ch08.SETTINGS``): next-token prediction on a Markov
 chain of order 2 over 8 symbols, whose optimal loss is known; a 2-layer causal Transformer (d_model 32, 4 query
 heads of 8 features, RoPE) trained for 300 Adam steps on sequences of length 32, five seeds vmapped in one
-program. Only ``kv_heads`` changes (``attnbook.kv.gqa_position_model``): 4 (multi-head attention, chapter 8's
+program. Only ``kv_heads`` changes (``attnbook.experiments.ch10.gqa_position_model``): 4 (multi-head attention, chapter 8's
 RoPE runs repeated), 2 (grouped-query) and 1 (multi-query), at equal width; every ``kv_heads`` starts from the
 same initial queries, outputs, embeddings and feed-forward layers (each group keeps its first head's initial
 key/value weights). Each seed has its own training data (NumPy seed 1000 + seed), as in chapter 8.
@@ -15,13 +15,13 @@ is a held-out estimate; the excess over the batch's optimum is stored per step, 
 the first ``UPTRAIN_STEPS`` steps of training the same ``kv_heads`` from scratch.
 
 Writes
-- bench/results/kv_heads_quality.csv: per kv_heads and seed, the held-out loss on chapter 8's 128 evaluation
+- lib/attnbook/experiments/results/kv_heads_quality.csv: per kv_heads and seed, the held-out loss on chapter 8's 128 evaluation
   sequences of length 32, its excess over the optimum, the final training loss (last 20 steps), KV-cache bytes
   per token per layer and per token for the model, attention parameters per layer and the model's parameters;
   the rows ``uptrained`` give the same held-out numbers after uptraining (and before, ``steps=0``);
-- bench/results/kv_heads_uptraining.csv: per method (uptrained from 4 heads, or from scratch), kv_heads, seed
+- lib/attnbook/experiments/results/kv_heads_uptraining.csv: per method (uptrained from 4 heads, or from scratch), kv_heads, seed
   and step, the batch's loss and its excess over the batch's optimum;
-- bench/results/kv_heads_quality.json: the machine, the load, the versions, the settings, the time per run.
+- lib/attnbook/experiments/results/kv_heads_quality.json: the machine, the load, the versions, the settings, the time per run.
 
     python bench/kv_heads_quality.py
 """
@@ -29,31 +29,26 @@ Writes
 from __future__ import annotations
 
 import json
-import pathlib
-import sys
 import time
 
 import numpy as np
 
-sys.path.insert(0, str(pathlib.Path(__file__).parent))
-from attention_cost import write_csv  # noqa: E402
-from run_info import RunInfo  # noqa: E402
-
-from attnbook import extrapolation as ex  # noqa: E402
-from attnbook import kv, nn  # noqa: E402
+from attnbook import extrapolation as ex
+from attnbook import kv, nn
+from attnbook.experiments import RunInfo, ch08, ch10, source_folder, write_csv
 
 SEEDS = [0, 1, 2, 3, 4]
 KV_HEADS = [4, 2, 1]
 UPTRAIN_TO = [2, 1]
 UPTRAIN_STEPS = 60  # 20% of the 300 pre-training steps; the paper's 5% is step 15
-OUT = pathlib.Path(__file__).parent / "results"
+OUT = source_folder()
 
 
 def batches(seed: int, steps: int, rng_seed: int):
     """``steps`` minibatches of chapter 8's data from ``default_rng(rng_seed)``: inputs, targets and each batch's
-    optimal loss (the mean entropy of the true next-token distributions), as ``ex.experiment_training_data``."""
-    s = ex.SETTINGS
-    x, y, floor = ex.markov_data(ex.experiment_table(), s["order"], steps * s["batch_size"], s["train_length"],
+    optimal loss (the mean entropy of the true next-token distributions), as ``ch08.training_data``."""
+    s = ch08.SETTINGS.to_dict()
+    x, y, floor = ex.markov_data(ch08.table(), s["order"], steps * s["batch_size"], s["train_length"],
                                  rng=np.random.default_rng(rng_seed))
     shape = (steps, s["batch_size"], s["train_length"])
     return x.reshape(shape), y.reshape(shape), floor.reshape(shape).mean(axis=(1, 2))
@@ -66,10 +61,10 @@ def held_out(model, x, y, floor_mean):
 
 def main() -> None:
     info = RunInfo("python bench/kv_heads_quality.py")
-    s = ex.SETTINGS
-    x, y, floor = ex.experiment_eval_data(1)
+    s = ch08.SETTINGS.to_dict()
+    x, y, floor = ch08.eval_data(1)
     floor_mean = float(floor.mean())
-    current = float(ex.current_token_loss(ex.experiment_table(), s["order"], x).mean())
+    current = float(ex.current_token_loss(ch08.table(), s["order"], x).mean())
     rows = [dict(method="optimum", kv_heads="", seed="", steps="", loss=round(floor_mean, 5), excess=0.0,
                  final_train_loss="", cache_bytes_per_token_per_layer="", cache_bytes_per_token="",
                  attention_parameters_per_layer="", parameters=""),
@@ -80,7 +75,7 @@ def main() -> None:
     scratch_floor = {seed: batches(seed, s["steps"], 1000 + seed)[2] for seed in SEEDS}  # chapter 8's data
     for groups in KV_HEADS:
         began = time.time()
-        models, losses = kv.experiment_train(groups, SEEDS)
+        models, losses = ch10.experiment_train(groups, SEEDS)
         for i, seed in enumerate(SEEDS):
             model = ex.select(models, i)
             trained[groups, seed] = model
@@ -103,7 +98,7 @@ def main() -> None:
         began = time.time()
         data = [batches(seed, UPTRAIN_STEPS, 3000 + seed) for seed in SEEDS]
         converted = [kv.pool_kv_heads(trained[max(KV_HEADS), seed], groups) for seed in SEEDS]
-        models, losses = kv.fit(converted, np.stack([d[0] for d in data]), np.stack([d[1] for d in data]))
+        models, losses = ch10.fit(converted, np.stack([d[0] for d in data]), np.stack([d[1] for d in data]))
         for i, seed in enumerate(SEEDS):
             mixer = converted[i].blocks[0].mixer
             for steps, model in ((0, converted[i]), (UPTRAIN_STEPS, ex.select(models, i))):
@@ -124,10 +119,10 @@ def main() -> None:
     write_csv(OUT / "kv_heads_uptraining.csv", curves)
     meta = info.metadata(
         samples_name="after_each_run",
-        settings=dict(ex.SETTINGS, encoding="rope", seeds=SEEDS, kv_heads=KV_HEADS, uptrain_to=UPTRAIN_TO,
+        settings=dict(ch08.SETTINGS.to_dict(), encoding="rope", seeds=SEEDS, kv_heads=KV_HEADS, uptrain_to=UPTRAIN_TO,
                       uptrain_steps=UPTRAIN_STEPS, uptrain_data="default_rng(3000 + seed)",
-                      uptrain_pooling="mean", uptrain_learning_rate=ex.SETTINGS["learning_rate"],
-                      initialisation="kv.gqa_position_model: chapter 8's weights, each group keeps its first "
+                      uptrain_pooling="mean", uptrain_learning_rate=ch08.SETTINGS.learning_rate,
+                      initialisation="ch10.gqa_position_model: chapter 8's weights, each group keeps its first "
                                      "head's initial key/value projections"),
         seconds=timings,
     )

@@ -3,10 +3,10 @@
 Chapter 8's Markov task needs only the last two tokens, and every number of key/value heads learns it equally
 well (``bench/kv_heads_quality.py``). Multi-query associative recall (MQAR, Arora et al. 2023, "Zoology") needs the
 cache itself: each sequence lists 4 key-value pairs (16 keys, 16 values), then asks for the 4 keys again in a
-random order, and the model must recall each value (``attnbook.kv.associative_recall``; optimal loss 0 on the
+random order, and the model must recall each value (``attnbook.experiments.ch10.associative_recall``; optimal loss 0 on the
 recalled values). The model is chapter 8's Transformer (d_model 32, 2 layers, feed-forward width 128) with 8 query
-heads of 4 features, so that each key/value head stores little, learned absolute positions (``kv.RECALL``'s
-docstring says why not RoPE), and ``kv_heads`` 8, 4, 2, 1 at equal width (``attnbook.kv.recall_models``); 2000
+heads of 4 features, so that each key/value head stores little, learned absolute positions (``ch10.RECALL``'s
+docstring says why not RoPE), and ``kv_heads`` 8, 4, 2, 1 at equal width (``attnbook.experiments.ch10.recall_models``); 2000
 Adam steps (learning rate 0.003, batches of 32 sequences of 16 tokens, NumPy seed 1000 + seed), the loss on the
 recalled values only; five seeds vmapped in one program per ``kv_heads``.
 
@@ -17,11 +17,11 @@ Baselines on the recalled values of the evaluation sequences:
   belongs to (each value in proportion to how often the 4 pairs list it), and its accuracy (the most frequent
   value, ties shared); the plateau a model sits on before it learns to bind keys to values.
 
-Writes bench/results/kv_heads_recall.csv (per kv_heads and seed: held-out loss and accuracy on the recalled values
+Writes lib/attnbook/experiments/results/kv_heads_recall.csv (per kv_heads and seed: held-out loss and accuracy on the recalled values
 of 256 evaluation sequences, the mean training loss of the last 50 steps, cache bytes per token per layer, the
-model's parameters; and the baselines), bench/results/kv_heads_recall_curves.csv (per kv_heads, seed and block of
+model's parameters; and the baselines), lib/attnbook/experiments/results/kv_heads_recall_curves.csv (per kv_heads, seed and block of
 20 steps, the mean training loss on the recalled values: every batch is new data, so it is a held-out estimate)
-and bench/results/kv_heads_recall.json (machine, load, versions, settings, wall and CPU time per kv_heads).
+and lib/attnbook/experiments/results/kv_heads_recall.json (machine, load, versions, settings, wall and CPU time per kv_heads).
 
     python bench/kv_heads_recall.py
 """
@@ -29,29 +29,24 @@ and bench/results/kv_heads_recall.json (machine, load, versions, settings, wall 
 from __future__ import annotations
 
 import json
-import pathlib
-import sys
 import time
 
 import numpy as np
 
-sys.path.insert(0, str(pathlib.Path(__file__).parent))
-from attention_cost import write_csv  # noqa: E402
-from run_info import RunInfo  # noqa: E402
-
-from attnbook import extrapolation as ex  # noqa: E402
-from attnbook import kv, nn  # noqa: E402
+from attnbook import extrapolation as ex
+from attnbook import kv, nn
+from attnbook.experiments import RunInfo, ch10, source_folder, write_csv
 
 SEEDS = [0, 1, 2, 3, 4]
 KV_HEADS = [8, 4, 2, 1]
 BLOCK = 20  # steps per point of the stored training curves
-OUT = pathlib.Path(__file__).parent / "results"
+OUT = source_folder()
 
 
 def bag_of_values(r) -> tuple[float, float]:
     """Loss and accuracy on the recalled values of the evaluation sequences of the best prediction that knows the
     multiset of values a sequence lists but not which key each belongs to."""
-    x, y, m = kv.associative_recall(r["eval_sequences"], rng=np.random.default_rng(r["eval_seed"]), keys=r["keys"],
+    x, y, m = ch10.associative_recall(r["eval_sequences"], rng=np.random.default_rng(r["eval_seed"]), keys=r["keys"],
                                     values=r["values"], pairs=r["pairs"])
     listed = x[:, 1:2 * r["pairs"]:2]  # the values of the pairs, (N, pairs)
     answers = y[:, 2 * r["pairs"]::2]  # the recalled values, (N, pairs)
@@ -66,7 +61,7 @@ def bag_of_values(r) -> tuple[float, float]:
 
 def main() -> None:
     info = RunInfo("python bench/kv_heads_recall.py")
-    r = kv.RECALL
+    r = ch10.RECALL.to_dict()
     blank = dict(kv_heads="", seed="", final_train_loss="", cache_bytes_per_token_per_layer="", parameters="")
     bag_loss, bag_accuracy = bag_of_values(r)
     rows = [dict(method="optimum", loss=0.0, accuracy=1.0, **blank),
@@ -78,10 +73,10 @@ def main() -> None:
     curves, timings, cpu = [], {}, {}
     for groups in KV_HEADS:
         began, began_cpu = time.time(), time.process_time()
-        models, losses = kv.recall_train(groups, SEEDS)
+        models, losses = ch10.recall_train(groups, SEEDS)
         for i, seed in enumerate(SEEDS):
             model = ex.select(models, i)
-            loss, accuracy = kv.recall_eval(model)
+            loss, accuracy = ch10.recall_eval(model)
             rows.append(dict(method="trained", kv_heads=groups, seed=seed, loss=round(loss, 5),
                              accuracy=round(accuracy, 5), final_train_loss=round(float(losses[i, -50:].mean()), 5),
                              cache_bytes_per_token_per_layer=kv.cache_bytes_per_token(model.blocks[0].mixer),
@@ -99,7 +94,7 @@ def main() -> None:
     meta = info.metadata(samples_name="after_each_run",
                          settings=dict(r, seeds=SEEDS, kv_heads=KV_HEADS, curve_block=BLOCK,
                                        data="default_rng(1000 + seed)",
-                                       initialisation="kv.gqa_position_model: chapter 8's weights, each group keeps "
+                                       initialisation="ch10.gqa_position_model: chapter 8's weights, each group keeps "
                                                       "its first head's initial key/value projections"),
                          seconds=timings, cpu_seconds=cpu)
     (OUT / "kv_heads_recall.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")

@@ -6,14 +6,14 @@ recipe uses "5% of original pre-training compute". Chapter 8's task and model as
 the multi-head model (4 key/value heads) is trained 300 Adam steps per seed (chapter 8's data, NumPy seed
 1000 + seed), mean-pooled to 2 and 1 key/value heads (``attnbook.kv.pool_kv_heads``) and trained 300 more steps
 with a fresh Adam state (learning rate 0.003) on fresh data (NumPy seed 3000 + seed); the same 2 and 1 key/value
-heads are trained from scratch for 300 steps (``attnbook.kv.gqa_position_model``, chapter 8's data), and so is the
+heads are trained from scratch for 300 steps (``attnbook.experiments.ch10.gqa_position_model``, chapter 8's data), and so is the
 multi-head model itself. Same step, same cost: one step of either is one batch of 32 sequences of 32 tokens, so 5%
 of the 300 pre-training steps is 15 steps. Every EVERY steps each model's held-out loss on chapter 8's 128
 evaluation sequences of length 32 is computed inside the compiled training program (five seeds vmapped).
 
-Writes bench/results/kv_heads_uptraining_grid.csv (per method, kv_heads, seed and step 0, 5, ..., 300: held-out
+Writes lib/attnbook/experiments/results/kv_heads_uptraining_grid.csv (per method, kv_heads, seed and step 0, 5, ..., 300: held-out
 loss and excess over the optimum; ``uptrained`` step 0 is the mean-pooled model untrained, ``from_scratch`` step 0
-the initial model) and bench/results/kv_heads_uptraining_grid.json (machine, load, versions, settings, wall and
+the initial model) and lib/attnbook/experiments/results/kv_heads_uptraining_grid.json (machine, load, versions, settings, wall and
 CPU time per run).
 
     python bench/kv_heads_uptraining.py
@@ -22,8 +22,6 @@ CPU time per run).
 from __future__ import annotations
 
 import json
-import pathlib
-import sys
 import time
 
 import equinox as eqx
@@ -31,32 +29,29 @@ import jax
 import numpy as np
 import optax
 
-sys.path.insert(0, str(pathlib.Path(__file__).parent))
-from attention_cost import write_csv  # noqa: E402
-from kv_heads_quality import batches  # noqa: E402
-from run_info import RunInfo  # noqa: E402
+from kv_heads_quality import batches
 
-from attnbook import extrapolation as ex  # noqa: E402
-from attnbook import kv  # noqa: E402
-from attnbook import train as train_module  # noqa: E402
+from attnbook import kv
+from attnbook import train as train_module
+from attnbook.experiments import RunInfo, ch08, ch10, source_folder, write_csv
 
 SEEDS = [0, 1, 2, 3, 4]
 MHA = 4
 UPTRAIN_TO = [2, 1]
 STEPS = 300  # pre-training steps, and the longest fine-tuning
 EVERY = 5  # steps between held-out evaluations
-OUT = pathlib.Path(__file__).parent / "results"
+OUT = source_folder()
 
 
 def train_with_checkpoints(models, inputs, targets, eval_x, eval_y):
     """Adam at chapter 8's learning rate on ``inputs, targets (seeds, STEPS, batch, T)``, five seeds vmapped;
     returns the trained models (stacked) and the held-out loss ``(seeds, STEPS / EVERY + 1)`` at steps
     0, EVERY, ..., STEPS."""
-    optimizer = optax.adam(ex.SETTINGS["learning_rate"])
+    optimizer = optax.adam(ch08.SETTINGS.learning_rate)
     parts = [eqx.partition(m, eqx.is_inexact_array) for m in models]
     static = parts[0][1]
     params = jax.tree.map(lambda *a: np.stack(a), *[p for p, _ in parts])
-    step, loss_of = train_module._training_step(static, kv._LOSS, optimizer)
+    step, loss_of = train_module.training_step(static, ch10.LOSS, optimizer)
     chunk = lambda a: a.reshape((a.shape[0], STEPS // EVERY, EVERY) + a.shape[2:])
 
     @jax.jit
@@ -79,7 +74,7 @@ def train_with_checkpoints(models, inputs, targets, eval_x, eval_y):
 
 def main() -> None:
     info = RunInfo("python bench/kv_heads_uptraining.py")
-    eval_x, eval_y, floor = ex.experiment_eval_data(1)
+    eval_x, eval_y, floor = ch08.eval_data(1)
     optimum = float(floor.mean())
     scratch = [batches(seed, STEPS, 1000 + seed) for seed in SEEDS]  # chapter 8's data (its 300 steps)
     fresh = [batches(seed, STEPS, 3000 + seed) for seed in SEEDS]
@@ -101,7 +96,7 @@ def main() -> None:
 
     for groups in [MHA] + UPTRAIN_TO:
         models, tests = timed(f"from_scratch_kv_heads_{groups}", lambda: train_with_checkpoints(
-            [kv.gqa_position_model(groups, seed=seed) for seed in SEEDS], np.stack([d[0] for d in scratch]),
+            [ch10.gqa_position_model(groups, seed=seed) for seed in SEEDS], np.stack([d[0] for d in scratch]),
             np.stack([d[1] for d in scratch]), eval_x, eval_y))
         record("from_scratch", groups, tests)
         if groups == MHA:
@@ -114,12 +109,12 @@ def main() -> None:
     write_csv(OUT / "kv_heads_uptraining_grid.csv", rows)
     meta = info.metadata(
         samples_name="after_each_run",
-        settings=dict(ex.SETTINGS, encoding="rope", seeds=SEEDS, mha_kv_heads=MHA, uptrain_to=UPTRAIN_TO,
+        settings=dict(ch08.SETTINGS.to_dict(), encoding="rope", seeds=SEEDS, mha_kv_heads=MHA, uptrain_to=UPTRAIN_TO,
                       steps=STEPS, eval_every=EVERY, pretraining_steps=STEPS,
                       five_percent_of_pretraining_steps=STEPS * 5 // 100,
                       scratch_data="default_rng(1000 + seed)", uptrain_data="default_rng(3000 + seed)",
-                      uptrain_pooling="mean", learning_rate=ex.SETTINGS["learning_rate"], optimum=round(optimum, 5),
-                      initialisation="kv.gqa_position_model: chapter 8's weights, each group keeps its first "
+                      uptrain_pooling="mean", learning_rate=ch08.SETTINGS.learning_rate, optimum=round(optimum, 5),
+                      initialisation="ch10.gqa_position_model: chapter 8's weights, each group keeps its first "
                                      "head's initial key/value projections"),
         seconds=timings, cpu_seconds=cpu)
     (OUT / "kv_heads_uptraining_grid.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")

@@ -2,15 +2,15 @@
 
 The task, the settings, the seeds and each seed's data are those of ``bench/kv_heads_quality.py`` (chapter 8's
 Markov task with a known optimum, 300 Adam steps, five seeds vmapped). The model is chapter 8's with every
-block's attention replaced by ``attnbook.latent.MultiHeadLatentAttention`` (``attnbook.kv.mla_position_model``):
+block's attention replaced by ``attnbook.latent.MultiHeadLatentAttention`` (``attnbook.experiments.ch10.mla_position_model``):
 4 heads of 8 features, a decoupled RoPE part of ``ROPE_DIM = 4`` features (the paper's ``d_h^R = d_h / 2``) and
 a latent of rank ``r``. The ranks give a cache of ``r + 4`` numbers per token and layer equal to that of MQA
 (r = 12: 16 numbers, 64 bytes), of GQA with 2 key/value heads (r = 28: 32 numbers) and of MHA (r = 60: 64
 numbers); DeepSeek-V2's own choice ``d_c = 4 d_h`` is r = 32.
 
-Writes bench/results/latent_quality.csv (per rank and seed: held-out loss on chapter 8's 128 evaluation
+Writes lib/attnbook/experiments/results/latent_quality.csv (per rank and seed: held-out loss on chapter 8's 128 evaluation
 sequences of length 32, excess over the optimum, final training loss, cache bytes per token per layer and for
-the model, attention parameters per layer, the model's parameters) and bench/results/latent_quality.json (the
+the model, attention parameters per layer, the model's parameters) and lib/attnbook/experiments/results/latent_quality.json (the
 machine, the load, the versions, the settings, the time per rank).
 
     python bench/latent_quality.py
@@ -19,17 +19,13 @@ machine, the load, the versions, the settings, the time per rank).
 from __future__ import annotations
 
 import json
-import pathlib
-import sys
 import time
 
-sys.path.insert(0, str(pathlib.Path(__file__).parent))
-from attention_cost import write_csv  # noqa: E402
-from run_info import RunInfo  # noqa: E402
-from kv_heads_quality import OUT, SEEDS, held_out  # noqa: E402
+from kv_heads_quality import OUT, SEEDS, held_out
 
-from attnbook import extrapolation as ex  # noqa: E402
-from attnbook import kv, nn  # noqa: E402
+from attnbook import extrapolation as ex
+from attnbook import kv, nn
+from attnbook.experiments import RunInfo, ch08, ch10, write_csv
 
 RANKS = [12, 28, 60]
 ROPE_DIM = 4
@@ -37,12 +33,12 @@ ROPE_DIM = 4
 
 def main() -> None:
     info = RunInfo("python bench/latent_quality.py")
-    x, y, floor = ex.experiment_eval_data(1)
+    x, y, floor = ch08.eval_data(1)
     floor_mean = float(floor.mean())
     rows, timings = [], {}
     for rank in RANKS:
         began = time.time()
-        models, losses = kv.experiment_train(None, SEEDS, rank=rank, rope_dim=ROPE_DIM)
+        models, losses = ch10.experiment_train(None, SEEDS, rank=rank, rope_dim=ROPE_DIM)
         for i, seed in enumerate(SEEDS):
             model = ex.select(models, i)
             mixer = model.blocks[0].mixer
@@ -59,8 +55,8 @@ def main() -> None:
     write_csv(OUT / "latent_quality.csv", rows)
     meta = info.metadata(
         samples_name="after_each_run",
-        settings=dict(ex.SETTINGS, seeds=SEEDS, ranks=RANKS, rope_dim=ROPE_DIM, optimum=round(floor_mean, 5),
-                      model="kv.mla_position_model: chapter 8's 'nope' model with MultiHeadLatentAttention mixers "
+        settings=dict(ch08.SETTINGS.to_dict(), seeds=SEEDS, ranks=RANKS, rope_dim=ROPE_DIM, optimum=round(floor_mean, 5),
+                      model="ch10.mla_position_model: chapter 8's 'nope' model with MultiHeadLatentAttention mixers "
                             "(Glorot-uniform from fold_in(key(seed), 1000 + block))"),
         seconds=timings,
     )

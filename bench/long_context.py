@@ -1,9 +1,9 @@
 """Chapter 9: fine-tuning at 4L, sliding windows and attention sinks, on chapter 8's task and models.
 
-Every model starts as chapter 8's (``ex.SETTINGS``: Markov chain of order 2 over 8 symbols, 2-layer causal
+Every model starts as chapter 8's (``ch08.SETTINGS``: Markov chain of order 2 over 8 symbols, 2-layer causal
 Transformer, d_model 32, 4 heads of 8 features, 300 Adam steps at L = 32 with batches of 32, seeds 0-4 vmapped in one
 program, seed s trained on NumPy seed 1000 + s and initialised with ``jax.random.key(s)``). Every evaluation uses
-chapter 8's 128 held-out sequences (``ex.experiment_eval_data``), or their prefixes. Three parts:
+chapter 8's 128 held-out sequences (``ch08.eval_data``), or their prefixes. Three parts:
 
 1. **Fine-tuning at 4L** (``finetune``). The RoPE models continue training at 4L = 128 with each method at scale 4,
    ``rope`` (plain), ``pi``, ``ntk``, ``yarn`` (as bench/rope_scaling.py), for 300 Adam steps (learning rate 0.001,
@@ -21,7 +21,7 @@ chapter 8's 128 held-out sequences (``ex.experiment_eval_data``), or their prefi
    of the whole sequence. The same for ``rope_bos``: RoPE models trained (as chapter 8's, 300 steps) with a
    beginning-of-sequence token, symbol 8, before every sequence, so that position 0 always holds the same token.
 
-Writes bench/results/long_context_finetune.csv, long_context_window.csv, long_context_sink_mass.csv (per
+Writes lib/attnbook/experiments/results/long_context_finetune.csv, long_context_window.csv, long_context_sink_mass.csv (per
 query position, mean over the heads of each block), long_context_sink_heads.csv (per head, the mean over queries
 i >= L), long_context_rolling_cache.csv, and long_context.json (machine, load, versions, settings, timings).
 The stored run took 46 minutes on a 2-core machine shared with other jobs (load average 3 to 12, in the JSON; 13
@@ -48,8 +48,6 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import pathlib
-import sys
 import time
 
 import equinox as eqx
@@ -57,16 +55,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-sys.path.insert(0, str(pathlib.Path(__file__).parent))
-from attention_cost import write_csv  # noqa: E402
-from run_info import RunInfo  # noqa: E402
-
-from attnbook import extrapolation as ex  # noqa: E402
-from attnbook import positional  # noqa: E402
-from attnbook.train import cross_entropy  # noqa: E402
+from attnbook import extrapolation as ex
+from attnbook.experiments import RunInfo, ch08, source_folder, write_csv
+from attnbook import positional
+from attnbook.train import cross_entropy
 
 SEEDS = [0, 1, 2, 3, 4]
-OUT = pathlib.Path(__file__).parent / "results"
+OUT = source_folder()
 MULTIPLE = 4
 FT_STEPS = [0, 10, 30, 100, 300]
 FT_BATCH = 8
@@ -76,7 +71,7 @@ SCRATCH_STEPS = [100, 300] + [300 + n for n in FT_STEPS[1:]]
 WINDOWS = [1, 2, 3, 4, 8, 16, 32, 64, 128, 256]
 CACHE_WINDOWS = [2, 4, 8, 16]
 CACHE_SINKS = [0, 1, 4]
-BOS = ex.SETTINGS["vocab_size"]
+BOS = ch08.SETTINGS.vocab_size
 
 
 def methods(L: int) -> dict:
@@ -105,7 +100,7 @@ def key_mass(models, x, first):
 
 
 def data(seed: int, num: int, length: int, seed_base: int, steps: int):
-    x, y, _ = ex.markov_data(ex.experiment_table(), ex.SETTINGS["order"], num, length,
+    x, y, _ = ex.markov_data(ch08.table(), ch08.SETTINGS.order, num, length,
                              rng=np.random.default_rng(seed_base + seed))
     return x.reshape(steps, -1, length), y.reshape(steps, -1, length)
 
@@ -121,10 +116,10 @@ def with_bos(x, y):
 
 def pretrain(encodings):
     """Chapter 8's models (seeds SEEDS) for each of `encodings` ("rope", "alibi", "rope_bos"), stacked."""
-    s = ex.SETTINGS
-    trained = {e: ex.experiment_train(e, SEEDS)[0] for e in encodings if e != "rope_bos"}
+    s = ch08.SETTINGS.to_dict()
+    trained = {e: ch08.train(e, SEEDS)[0] for e in encodings if e != "rope_bos"}
     if "rope_bos" in encodings:
-        inputs, targets = stack([ex.experiment_training_data(seed) for seed in SEEDS])
+        inputs, targets = stack([ch08.training_data(seed) for seed in SEEDS])
         bx, by = with_bos(inputs, targets)
         trained["rope_bos"] = ex.train("rope", SEEDS, bx, by, vocab_size=s["vocab_size"] + 1,
                                        learning_rate=s["learning_rate"], d_model=s["d_model"], depth=s["depth"],
@@ -134,7 +129,7 @@ def pretrain(encodings):
 
 def fine_tune_rows(trained, x4, y4, learning_rate, excess):
     """Part 1's fine-tuning of the four methods at `learning_rate`: one row per method, seed and checkpoint."""
-    L, T4 = ex.SETTINGS["train_length"], MULTIPLE * ex.SETTINGS["train_length"]
+    L, T4 = ch08.SETTINGS.train_length, MULTIPLE * ch08.SETTINGS.train_length
     rows = []
     ft_x, ft_y = stack([data(seed, max(FT_STEPS) * FT_BATCH, T4, 2000, max(FT_STEPS)) for seed in SEEDS])
     for method, scaling in methods(L).items():
@@ -151,9 +146,9 @@ def fine_tune_rows(trained, x4, y4, learning_rate, excess):
 def followup(parts) -> None:
     """Parts 4 (renumbered) and 5 (finetune_lr), on their own (see the module's docstring)."""
     info = RunInfo("python bench/long_context.py --parts " + " ".join(parts))
-    L = ex.SETTINGS["train_length"]
+    L = ch08.SETTINGS.train_length
     T4, T8 = MULTIPLE * L, 8 * L
-    x8, y8, floor8 = ex.experiment_eval_data(8)
+    x8, y8, floor8 = ch08.eval_data(8)
     floor = floor8.mean(axis=0)
     timings, checks = {}, {}
 
@@ -204,7 +199,7 @@ def followup(parts) -> None:
 
     meta = info.metadata(
         parts=list(parts),
-        settings=dict(ex.SETTINGS, seeds=SEEDS, multiple=MULTIPLE, cache_windows=CACHE_WINDOWS,
+        settings=dict(ch08.SETTINGS.to_dict(), seeds=SEEDS, multiple=MULTIPLE, cache_windows=CACHE_WINDOWS,
                       cache_sinks=CACHE_SINKS, bos_token=BOS, finetune_steps=FT_STEPS, finetune_batch=FT_BATCH,
                       finetune_learning_rate=FT_SECOND_LEARNING_RATE, finetune_data_seed="2000 + seed"),
         renumbered="positions numbered inside the cache (Xiao et al. 2023, Section 3.2): query i reads the first "
@@ -227,11 +222,11 @@ def main() -> None:
     if args.parts:
         return followup(args.parts)
     info = RunInfo("python bench/long_context.py")
-    s, L = ex.SETTINGS, ex.SETTINGS["train_length"]
+    s, L = ch08.SETTINGS.to_dict(), ch08.SETTINGS.train_length
     T4 = MULTIPLE * L
-    x8, y8, floor8 = ex.experiment_eval_data(8)
+    x8, y8, floor8 = ch08.eval_data(8)
     floor = floor8.mean(axis=0)
-    current = ex.current_token_loss(ex.experiment_table(), s["order"], x8).mean(axis=0)
+    current = ex.current_token_loss(ch08.table(), s["order"], x8).mean(axis=0)
     timings = {}
 
     def excess(curve, lo, hi):

@@ -8,9 +8,9 @@ chapter 8's settings and seeds 0-4) is trained on BOS + L tokens and evaluated o
 held-out sequences as chapter 8. The target after BOS is the first token (uniform); every other target and its
 optimum are chapter 8's.
 
-Writes bench/results/positions_bos_ablation.csv: per seed and length, the mean loss over the chain's positions
+Writes lib/attnbook/experiments/results/positions_bos_ablation.csv: per seed and length, the mean loss over the chain's positions
 0 .. L - 1 (at L) or beyond L (at 2L, 4L, 8L), on exactly the targets of positions_extrapolation.csv; and
-bench/results/positions_bos_ablation.json (machine, date, load).
+lib/attnbook/experiments/results/positions_bos_ablation.json (machine, date, load).
 
     python bench/positions_bos_ablation.py
 """
@@ -18,20 +18,15 @@ bench/results/positions_bos_ablation.json (machine, date, load).
 from __future__ import annotations
 
 import json
-import pathlib
-import sys
 
 import numpy as np
 
-sys.path.insert(0, str(pathlib.Path(__file__).parent))
-from attention_cost import write_csv  # noqa: E402
-from run_info import RunInfo  # noqa: E402
-
-from attnbook import extrapolation as ex  # noqa: E402
+from attnbook import extrapolation as ex
+from attnbook.experiments import RunInfo, ch08, source_folder, write_csv
 
 SEEDS = [0, 1, 2, 3, 4]
 MULTIPLES = [1, 2, 4, 8]
-OUT = pathlib.Path(__file__).parent / "results"
+OUT = source_folder()
 
 
 def with_bos(x, y, bos):
@@ -42,13 +37,13 @@ def with_bos(x, y, bos):
 
 def main() -> None:
     info = RunInfo("python bench/positions_bos_ablation.py")
-    s, L = ex.SETTINGS, ex.SETTINGS["train_length"]
+    s, L = ch08.SETTINGS.to_dict(), ch08.SETTINGS.train_length
     bos = s["vocab_size"]
-    data = [with_bos(*ex.experiment_training_data(seed), bos) for seed in SEEDS]
+    data = [with_bos(*ch08.training_data(seed), bos) for seed in SEEDS]
     models, _ = ex.train("nope", SEEDS, np.stack([d[0] for d in data]), np.stack([d[1] for d in data]),
                          vocab_size=s["vocab_size"] + 1, learning_rate=s["learning_rate"], d_model=s["d_model"],
                          depth=s["depth"], heads=s["heads"])
-    x8, y8, _ = ex.experiment_eval_data(max(MULTIPLES))
+    x8, y8, _ = ch08.eval_data(max(MULTIPLES))
     xb, yb = with_bos(x8, y8, bos)
     rows = []
     for i, seed in enumerate(SEEDS):

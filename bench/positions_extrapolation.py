@@ -7,19 +7,19 @@ its own training data (NumPy seed 1000 + seed) and initial weights (``jax.random
 sequences are the same for every model, and every length is a prefix of the same 128 sequences of 8L tokens.
 
 Writes
-- bench/results/positions_extrapolation.csv: one line per encoding, seed and evaluation length, with the
+- lib/attnbook/experiments/results/positions_extrapolation.csv: one line per encoding, seed and evaluation length, with the
   mean loss over all positions, over positions beyond L, and the final training loss (last 20 steps);
   Two baselines are stored as encodings too: ``optimum`` (the mean entropy of the true next-token
   distribution) and ``current_token`` (the best predictor that reads only the current token, exact from the
   chain's table: ``ex.current_token_loss``);
-- bench/results/positions_per_position.csv: the mean loss at every position, per encoding, seed and length,
+- lib/attnbook/experiments/results/positions_per_position.csv: the mean loss at every position, per encoding, seed and length,
   and the two baselines;
-- bench/results/positions_diagnostics.csv: measurements at 8L that explain the failures: every model's loss
+- lib/attnbook/experiments/results/positions_diagnostics.csv: measurements at 8L that explain the failures: every model's loss
   beyond L with its attention restricted to offsets below L, the fraction of attention mass that positions
   >= L give to offsets >= L (and that of uniform attention), and three interventions on the T5 bias table
   (copy bucket 21 into 22-31; set 21-31 to the mean of buckets 3-20; mask offsets >= 31), with the trained
   biases of buckets 21 and 3-20 (mean over heads);
-- bench/results/positions_extrapolation.json: the machine, the load average, the settings, the time per encoding.
+- lib/attnbook/experiments/results/positions_extrapolation.json: the machine, the load average, the settings, the time per encoding.
 
 Chapter 8 reads them and re-trains one seed live. The stored run took 19 minutes on a 2-core machine shared with
 other jobs (load average 6 to 10); an idle machine needs a fraction of that:
@@ -30,22 +30,17 @@ other jobs (load average 6 to 10); an idle machine needs a fraction of that:
 from __future__ import annotations
 
 import json
-import pathlib
-import sys
 import time
 
 import equinox as eqx
 import numpy as np
 
-sys.path.insert(0, str(pathlib.Path(__file__).parent))
-from attention_cost import write_csv  # noqa: E402
-from run_info import RunInfo  # noqa: E402
-
-from attnbook import extrapolation as ex  # noqa: E402
+from attnbook import extrapolation as ex
+from attnbook.experiments import RunInfo, ch08, source_folder, write_csv
 
 SEEDS = [0, 1, 2, 3, 4]
 MULTIPLES = [1, 2, 4, 8]
-OUT = pathlib.Path(__file__).parent / "results"
+OUT = source_folder()
 
 
 def t5_interventions(model, x, y, L):
@@ -63,9 +58,9 @@ def t5_interventions(model, x, y, L):
 
 def main() -> None:
     info = RunInfo(None)
-    L = ex.SETTINGS["train_length"]
-    x8, y8, floor8 = ex.experiment_eval_data(max(MULTIPLES))
-    current8 = ex.current_token_loss(ex.experiment_table(), ex.SETTINGS["order"], x8)
+    L = ch08.SETTINGS.train_length
+    x8, y8, floor8 = ch08.eval_data(max(MULTIPLES))
+    current8 = ex.current_token_loss(ch08.table(), ch08.SETTINGS.order, x8)
     evals = {m: (x8[:, :m * L], y8[:, :m * L]) for m in MULTIPLES}  # every length: prefixes of the same sequences
     summary, per_position, diagnostics, timings = [], [], [], {}
     for name, values in (("optimum", floor8), ("current_token", current8)):
@@ -80,7 +75,7 @@ def main() -> None:
                             value=round(ex.uniform_far_fraction(max(MULTIPLES) * L, L, L), 5)))
     for encoding in ex.ENCODINGS:
         began = time.time()
-        models, losses = ex.experiment_train(encoding, SEEDS)
+        models, losses = ch08.train(encoding, SEEDS)
         for i, seed in enumerate(SEEDS):
             model = ex.select(models, i)
             for m, (x, y) in evals.items():
@@ -115,8 +110,8 @@ def main() -> None:
     write_csv(OUT / "positions_diagnostics.csv", diagnostics)
     meta = info.metadata(
         samples_name="after_each_encoding",
-        settings=dict(ex.SETTINGS, seeds=SEEDS, eval_multiples=MULTIPLES),
-        eval_sequences="every length is a prefix of the same 8L sequences (ex.experiment_eval_data)",
+        settings=dict(ch08.SETTINGS.to_dict(), seeds=SEEDS, eval_multiples=MULTIPLES),
+        eval_sequences="every length is a prefix of the same 8L sequences (ch08.eval_data)",
         current_token="exact: ex.current_token_loss, the chain's conditional of the next token given the current one",
         seconds_per_encoding=timings,
     )

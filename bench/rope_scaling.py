@@ -1,6 +1,6 @@
 """Chapter 9: chapter 8's RoPE models read at 2L, 4L and 8L with RoPE stretched, without fine-tuning.
 
-Trains chapter 8's RoPE and ALiBi models exactly as bench/positions_extrapolation.py does (``ex.SETTINGS``:
+Trains chapter 8's RoPE and ALiBi models exactly as bench/positions_extrapolation.py does (``ch08.SETTINGS``:
 Markov chain of order 2 over 8 symbols, 2-layer causal Transformer, d_model 32, 4 heads of 8 features, 300 Adam
 steps at L = 32, seeds 0-4 vmapped in one program, seed s trained on NumPy seed 1000 + s and initialised with
 ``jax.random.key(s)``), then evaluates each RoPE model at m L (m = 2, 4, 8) on chapter 8's held-out sequences
@@ -18,16 +18,16 @@ next-token distribution) and ``current_token`` (the best predictor that reads on
 "static" use of each method (not the dynamic one, where s grows with the sequence read so far).
 
 Writes
-- bench/results/rope_scaling.csv: one line per method, seed and evaluation length: mean loss over all positions
+- lib/attnbook/experiments/results/rope_scaling.csv: one line per method, seed and evaluation length: mean loss over all positions
   and over positions >= L, each also as excess over the optimum of the same targets, and the final training loss;
-- bench/results/rope_scaling_summary.csv: per method and length, the excess loss beyond L over the five seeds
+- lib/attnbook/experiments/results/rope_scaling_summary.csv: per method and length, the excess loss beyond L over the five seeds
   (mean, min, max), beside the current-token baseline's;
-- bench/results/rope_scaling_comparisons.csv: per pair of methods and length, on how many seeds the first is below
+- lib/attnbook/experiments/results/rope_scaling_comparisons.csv: per pair of methods and length, on how many seeds the first is below
   the second (paired by seed: the same training data and initial key), whether that holds for every seed, and the
   mean difference;
-- bench/results/rope_scaling_per_position.csv: the loss at every position, per method, seed and length;
-- bench/results/rope_scaling.json: machine, load, versions, settings, timings, the check that plain RoPE and
-  ALiBi reproduce chapter 8's stored numbers (bench/results/positions_extrapolation.csv), and per method and pair
+- lib/attnbook/experiments/results/rope_scaling_per_position.csv: the loss at every position, per method, seed and length;
+- lib/attnbook/experiments/results/rope_scaling.json: machine, load, versions, settings, timings, the check that plain RoPE and
+  ALiBi reproduce chapter 8's stored numbers (lib/attnbook/experiments/results/positions_extrapolation.csv), and per method and pair
   the largest angle read over the largest angle trained (``angle_ranges``).
 
 The stored run took about 11 minutes on a 2-core machine shared with other jobs (load average 8 to 15; an earlier
@@ -42,22 +42,17 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
-import pathlib
-import sys
 import time
 
 import numpy as np
 
-sys.path.insert(0, str(pathlib.Path(__file__).parent))
-from attention_cost import write_csv  # noqa: E402
-from run_info import RunInfo  # noqa: E402
-
-from attnbook import extrapolation as ex  # noqa: E402
-from attnbook import positional  # noqa: E402
+from attnbook import extrapolation as ex
+from attnbook import positional
+from attnbook.experiments import RunInfo, ch08, source_folder, write_csv
 
 SEEDS = [0, 1, 2, 3, 4]
 MULTIPLES = [2, 4, 8]
-OUT = pathlib.Path(__file__).parent / "results"
+OUT = source_folder()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,9 +93,9 @@ def chapter8_stored() -> dict:
 
 def main() -> None:
     info = RunInfo("python bench/rope_scaling.py")
-    L = ex.SETTINGS["train_length"]
-    x8, y8, floor8 = ex.experiment_eval_data(max(MULTIPLES))
-    current8 = ex.current_token_loss(ex.experiment_table(), ex.SETTINGS["order"], x8)
+    L = ch08.SETTINGS.train_length
+    x8, y8, floor8 = ch08.eval_data(max(MULTIPLES))
+    current8 = ex.current_token_loss(ch08.table(), ch08.SETTINGS.order, x8)
     rows, per_position, timings = [], [], {}
     curves = {}  # (method, seed, m) -> per-position loss
 
@@ -121,7 +116,7 @@ def main() -> None:
         record("current_token", "", m, current8[:, :m * L].mean(axis=0))
     for encoding in ("rope", "alibi"):
         began = time.time()
-        models, losses = ex.experiment_train(encoding, SEEDS)
+        models, losses = ch08.train(encoding, SEEDS)
         timings[f"train_{encoding}"] = round(time.time() - began, 1)
         began = time.time()
         for i, seed in enumerate(SEEDS):
@@ -170,14 +165,14 @@ def main() -> None:
     write_csv(OUT / "rope_scaling_per_position.csv", per_position)
     meta = info.metadata(
         samples_name="after_each_encoding",
-        settings=dict(ex.SETTINGS, seeds=SEEDS, eval_multiples=MULTIPLES, head_features=ex.SETTINGS["d_model"]
-                      // ex.SETTINGS["heads"], rope_base=10000.0),
+        settings=dict(ch08.SETTINGS.to_dict(), seeds=SEEDS, eval_multiples=MULTIPLES, head_features=ch08.SETTINGS.d_model
+                      // ch08.SETTINGS.heads, rope_base=10000.0),
         scalings={m: {k: repr(v) for k, v in scalings(m, L).items()} for m in MULTIPLES},
         yarn_ramp={m: dict(correction_range=positional.YaRNScaling(m, L).correction_range(8),
                            frequencies=positional.YaRNScaling(m, L).frequencies(8).tolist(),
                            magnitude=positional.YaRNScaling(m, L).magnitude) for m in MULTIPLES},
-        max_angle_over_trained_max_angle=angle_ranges(L, ex.SETTINGS["d_model"] // ex.SETTINGS["heads"]),
-        eval_sequences="every length is a prefix of the same 8L sequences (ex.experiment_eval_data)",
+        max_angle_over_trained_max_angle=angle_ranges(L, ch08.SETTINGS.d_model // ch08.SETTINGS.heads),
+        eval_sequences="every length is a prefix of the same 8L sequences (ch08.eval_data)",
         excess="loss minus the optimum (mean entropy of the true next-token distribution) of the same targets",
         comparisons="rope_scaling_comparisons.csv: seeds_below = on how many seeds the method's excess beyond L is "
                     "below the other's (paired by seed index: same training data and initial key; current_token has "

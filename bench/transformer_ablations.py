@@ -10,7 +10,7 @@ Rows: the full model (pre-LN); no residual connections; no feed-forward layer; o
 AFT-conv as the mixer; post-LN at the base learning rate; and, at two larger learning rates, pre-LN and
 post-LN without warm-up and post-LN with a linear warm-up (``optax.linear_schedule``).
 
-Writes bench/results/transformer_ablations.csv (one line per run) and .json (the machine, the settings).
+Writes lib/attnbook/experiments/results/transformer_ablations.csv (one line per run) and .json (the machine, the settings).
 Chapter 7 reads both and reproduces the first row live. About 20 minutes on an idle 2-core machine:
 
     python bench/transformer_ablations.py
@@ -25,23 +25,18 @@ JSON lines in a directory, and merged afterwards (the merged results are the sam
 from __future__ import annotations
 
 import argparse
-import csv
-import datetime
 import json
 import os
 import pathlib
-import sys
 import time
 
 import jax
 import numpy as np
 import optax
 
-sys.path.insert(0, str(pathlib.Path(__file__).parent))
-from attention_cost import machine  # noqa: E402  (the same description of the machine as chapter 6's benchmark)
-
-from attnbook import train, transformer  # noqa: E402
-from attnbook.nn import count_parameters  # noqa: E402
+from attnbook import train, transformer
+from attnbook.experiments import RunInfo, source_folder, write_csv
+from attnbook.nn import count_parameters
 
 SETTINGS = dict(length=8, train_size=20000, test_size=1000, data_seed=0, d_model=32, heads=4, depth=2,
                 steps=600, batch_size=64, learning_rate=3e-3, warmup=100, seeds=[0, 1, 2])
@@ -95,8 +90,8 @@ def main() -> None:
     parser.add_argument("--partial", type=pathlib.Path, help="directory of the shards' JSON-lines files")
     parser.add_argument("--merge", action="store_true", help="write the results from the shards in --partial")
     args = parser.parse_args()
-    out = pathlib.Path(__file__).parent / "results" / "transformer_ablations.csv"
-    start, load_before = time.time(), os.getloadavg()[0]
+    out = source_folder() / "transformer_ablations.csv"
+    info = RunInfo("python bench/transformer_ablations.py")
     jobs = [(name, seed) for name in ROWS for seed in SETTINGS["seeds"]]
     done = {}  # runs already in --partial (a shard started again skips them)
     for path in sorted(args.partial.glob("*.jsonl")) if args.partial else []:
@@ -107,7 +102,7 @@ def main() -> None:
         missing = [job for job in jobs if job not in done]
         if missing:
             raise SystemExit(f"runs missing from {args.partial}: {missing}")
-        write(out, [done[job] for job in jobs], start, load_before)
+        write(out, [done[job] for job in jobs], info)
         return
     shard, count = (int(n) for n in args.shard.split("/")) if args.shard else (0, 1)
     train_set, test_set = data()
@@ -124,22 +119,17 @@ def main() -> None:
             with open(args.partial / f"shard-{shard}.jsonl", "a", encoding="utf-8") as f:
                 f.write(json.dumps(rows[-1]) + "\n")
     if not args.shard:
-        write(out, rows, start, load_before)
+        write(out, rows, info)
 
 
-def write(out: pathlib.Path, rows: list[dict], start: float, load_before: float) -> None:
-    with open(out, "w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+def write(out: pathlib.Path, rows: list[dict], info: RunInfo) -> None:
+    write_csv(out, rows)
     loads = [r["load_average"] for r in rows if r.get("load_average") is not None]
-    meta = dict(machine=machine(), date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                duration_seconds=round(time.time() - start, 1),  # of this process (merging only: about 0)
-                load_average_1min=dict(before=round(load_before, 2), after=round(os.getloadavg()[0], 2)),
-                load_average_1min_after_each_run=dict(min=min(loads, default=None), max=max(loads, default=None)),
-                seconds_of_all_runs=round(sum(r["seconds"] for r in rows), 1),
-                settings=SETTINGS, rows={name: dict(options=o, learning_rate=lr, warmup=w)
-                                         for name, (o, lr, w) in ROWS.items()})
+    meta = info.metadata(duration_seconds=round(time.time() - info.start, 1),  # of this process (merging only: about 0)
+                         load_average_1min_after_each_run=dict(min=min(loads, default=None), max=max(loads, default=None)),
+                         seconds_of_all_runs=round(sum(r["seconds"] for r in rows), 1),
+                         settings=SETTINGS, rows={name: dict(options=o, learning_rate=lr, warmup=w)
+                                                  for name, (o, lr, w) in ROWS.items()})
     out.with_suffix(".json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
     print(f"wrote {out} and {out.with_suffix('.json').name}")
 

@@ -12,28 +12,22 @@ more than a second), since on a shared machine other jobs only add time. The col
 decoder keeps from step to step, from :func:`attnbook.transformer.cache_bytes`: for both cached decoders the
 self-attention cache (or AFT-simple's three vectors per block) plus the cross-attention keys and values of the
 source, projected once; 0 for ``recompute``, which keeps no keys or values and projects them again at every step.
-Writes bench/results/transformer_decoding.csv and .json (the machine, the settings). A few minutes on a 2-core machine:
+Writes lib/attnbook/experiments/results/transformer_decoding.csv and .json (the machine, the settings). A few minutes on a 2-core machine:
 
     python bench/transformer_decoding.py
 """
 
 from __future__ import annotations
 
-import csv
-import datetime
 import json
 import os
-import pathlib
-import sys
 import time
 
 import jax
 import numpy as np
 
-sys.path.insert(0, str(pathlib.Path(__file__).parent))
-from attention_cost import machine  # noqa: E402
-
-from attnbook import transformer  # noqa: E402
+from attnbook import transformer
+from attnbook.experiments import RunInfo, source_folder, write_csv
 
 SETTINGS = dict(d_model=32, heads=4, depth=2, source_length=8, repeats=7,
                 lengths=[16, 32, 64, 128, 256, 512, 1024], recompute_max_length=256)
@@ -54,8 +48,8 @@ def seconds(fn) -> float:
 
 
 def main() -> None:
-    out = pathlib.Path(__file__).parent / "results" / "transformer_decoding.csv"
-    start, load_before = time.time(), os.getloadavg()[0]
+    out = source_folder() / "transformer_decoding.csv"
+    info = RunInfo("python bench/transformer_decoding.py")
     source = np.random.default_rng(0).integers(0, transformer.DIGITS, SETTINGS["source_length"]).astype(np.int32)
     models = {name: transformer.EncoderDecoder(transformer.DIGITS + 1, d_model=SETTINGS["d_model"], depth=SETTINGS["depth"],
                                       heads=SETTINGS["heads"], key=jax.random.key(0), mixer=mixer)
@@ -76,14 +70,8 @@ def main() -> None:
                              ms_per_token=round(1e3 * total / length, 4), state_bytes=state,
                              load_average=round(os.getloadavg()[0], 2)))
             print(rows[-1], flush=True)
-    with open(out, "w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    meta = dict(machine=machine(), date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                duration_seconds=round(time.time() - start, 1),
-                load_average_1min=dict(before=round(load_before, 2), after=round(os.getloadavg()[0], 2)),
-                settings=SETTINGS)
+    write_csv(out, rows)
+    meta = info.metadata(duration_seconds=round(time.time() - info.start, 1), settings=SETTINGS)
     out.with_suffix(".json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
     print(f"wrote {out} and {out.with_suffix('.json').name}")
 

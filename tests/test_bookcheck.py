@@ -448,20 +448,6 @@ def test_caption_style(book, pair):
     assert new_problems(bookcheck.check_caption_style, book, lambda: edit(en, captions(True))) == []
 
 
-def test_printed_line_wider_than_a_phone(book, pair):
-    en, ja = pair
-    long_line = "a claim that does not fit a phone's column: True"  # 48 columns
-    problems = new_problems(bookcheck.check_phone_widths, book, lambda: edit(
-        en, lambda nb: plain_code_cell(nb)["outputs"].append(
-            {"output_type": "stream", "name": "stdout", "text": ["short\n", long_line + "\n"]})))
-    assert mentions(problems, name(book, en), "48 columns", "a claim that does not fit")
-    # a Japanese character takes two columns: 19 of them (38) are too many, 18 (36) fit
-    problems = new_problems(bookcheck.check_phone_widths, book, lambda: edit(
-        ja, lambda nb: plain_code_cell(nb)["outputs"].append(
-            {"output_type": "stream", "name": "stdout", "text": ["あ" * 19 + "\n" + "い" * 18 + "\n"]})))
-    assert mentions(problems, name(book, ja), "38 columns") and not mentions(problems, "いい")
-
-
 def test_japanese_output_typography(book, pair):
     """A Japanese page prints Japanese punctuation and breaks its lines between phrases (issue 43's findings)."""
     _, ja = pair
@@ -477,18 +463,3 @@ def test_japanese_output_typography(book, pair):
     for before, after in (("利得が半分", "未満になる"), ("キーバイアスの 10", "倍以上：True"), ("保存", "した MHA")):
         assert mentions(problems, "inside a word", repr(before), repr(after)), problems
     assert len(problems) == 6, problems  # nothing in the good lines: full-width marks, ASCII after Latin text
-
-
-def test_outputs_the_page_does_not_show_as_text_may_be_wide(book, pair):
-    en, _ = pair
-    table = "| " + " | ".join(f"column {k}" for k in range(8)) + " |"
-
-    def add(nb):
-        cell = plain_code_cell(nb)
-        cell["outputs"].append({"output_type": "display_data", "metadata": {}, "data": {
-            "text/markdown": table, "text/plain": "<IPython.core.display.Markdown object> " + "x" * 40}})
-        markdown = new_code_cell("#| output: asis\nprint(table)")
-        markdown["outputs"] = [{"output_type": "stream", "name": "stdout", "text": [table + "\n"]}]
-        nb["cells"].append(markdown)
-
-    assert new_problems(bookcheck.check_phone_widths, book, lambda: edit(en, add)) == []

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jax.experimental import checkify
 from jaxtyping import Array, Bool, Float, Int, Shaped
 
 from attnbook import _checks
@@ -77,6 +83,54 @@ def test_values_are_checked_eagerly_and_under_jit():
         checked(tokens).block_until_ready()
     with pytest.raises(Exception, match=r"tokens must be integers in \[0, 3\)"):
         jax.vmap(checked)(tokens[None]).block_until_ready()
+
+
+
+def _checked_tokens(t):
+    return _checks.integers_in_range("tokens", t, 0, 3) + 1
+
+
+def test_values_are_checked_in_the_library_programs_without_a_host_callback():
+    """_checks.jit (fit, the evaluations, decoding) returns the checks' result instead of calling back."""
+    checked = _checks.jit(_checked_tokens)
+    assert checked(jnp.array([0, 2, 1])).tolist() == [1, 3, 2]
+    for bad in ([0, 3, 1], [-1, 0, 0]):
+        with pytest.raises(eqx.EquinoxRuntimeError, match=r"tokens must be integers in \[0, 3\)"):
+            checked(jnp.array(bad))
+    # Inside someone else's trace, a callback again, in the enclosing program.
+    with pytest.raises(jax.errors.JaxRuntimeError, match=r"tokens must be integers in \[0, 3\)"):
+        jax.jit(checked)(jnp.array([0, 3, 1])).block_until_ready()
+    with pytest.raises(eqx.EquinoxRuntimeError, match=r"tokens must be integers in \[0, 3\)"):
+        jax.vmap(checked)(jnp.array([[0, 1, 1], [0, 3, 1]]))
+    # Through a scan, a gradient and a vmap inside the program.
+    def loss(w, t):
+        t = _checks.integers_in_range("tokens", t, 0, 3)
+        step = lambda c, row: (c + jnp.sum(jnp.take(w, row) ** 2), None)
+        return jax.lax.scan(step, 0.0, t)[0]
+    grad = _checks.jit(jax.vmap(jax.grad(loss), in_axes=(None, 0)))
+    assert grad(jnp.ones(3), jnp.zeros((2, 4, 2), int)).shape == (2, 3)
+    with pytest.raises(eqx.EquinoxRuntimeError, match=r"tokens must be integers in \[0, 3\)"):
+        grad(jnp.ones(3), jnp.zeros((2, 4, 2), int).at[1, 2, 0].set(3))
+    # What XLA compiles: a callback only where the check is not functionalised.
+    tokens = jnp.arange(3)
+    assert "callback" in jax.jit(_checked_tokens).lower(tokens).as_text()
+    assert "callback" not in jax.jit(checkify.checkify(_checked_tokens)).lower(tokens).as_text()
+
+
+def test_the_library_programs_enter_the_persistent_compilation_cache(tmp_path):
+    """A training run leaves its program in an empty JAX_COMPILATION_CACHE_DIR (a host callback would keep it out)."""
+    script = """
+import jax, jax.numpy as jnp, optax
+from attnbook import nn, train
+model = nn.Dense(4, 3, key=jax.random.key(0))
+loss = train.classification_loss(lambda m, x: m(x))
+xs, ys = jnp.ones((8, 4)), jnp.arange(8) % 3
+train.fit(model, loss, (xs, ys), optimizer=optax.sgd(0.1), steps=2, batch_size=4, key=jax.random.key(1))
+"""
+    env = {**os.environ, "JAX_COMPILATION_CACHE_DIR": str(tmp_path), "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+           "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0"}
+    subprocess.run([sys.executable, "-c", script], env=env, check=True, timeout=120)
+    assert any(path.name.startswith("jit__run-") for path in tmp_path.iterdir()), sorted(p.name for p in tmp_path.iterdir())
 
 
 @pytest.mark.parametrize(

@@ -265,3 +265,37 @@ def test_cost_helpers():
     assert 0 < seconds < 1
     with pytest.raises(ValueError, match="repeats"):
         cost.median_seconds(jax.jit(f), x, repeats=0)
+
+
+# ---------------------------------------------------------------------------------------------
+# FLOPs and bytes in hardware terms
+
+
+def test_attention_flops_counts_the_products_and_matches_xla():
+    t, d = 512, 64
+    assert cost.attention_flops(t, t, d) == 4 * t * t * d
+    assert cost.attention_flops(t, t, d, backward=True) == 12 * t * t * d
+    assert cost.attention_flops(3, 5, 2, 7) == 2 * 3 * 5 * (2 + 7)
+    # causal, top-left aligned: row i sees min(i + 1, tk) keys
+    for tq, tk in [(6, 6), (4, 9), (9, 4)]:
+        pairs = sum(min(i + 1, tk) for i in range(tq))
+        assert cost.attention_flops(tq, tk, 8, causal=True) == 2 * pairs * 16
+    # XLA's own count of the program: the products plus a few operations per score for the softmax
+    spec = jax.ShapeDtypeStruct((t, d), jnp.float32)
+    xla = cost.compiled(lambda q, k, v: scaled_dot_product_attention(q, k, v)[0], spec, spec, spec,
+                        all_buffers=True).cost_analysis()["flops"]
+    ours = cost.attention_flops(t, t, d)
+    assert ours <= xla <= ours * (1 + 6 / (2 * 2 * d)), (ours, xla)  # at most 6 more FLOPs per score
+
+
+def test_attention_bytes_model():
+    t, d = 4096, 64
+    io = 4 * t * d * 4
+    assert cost.attention_bytes(t, t, d) == io + 2 * t * t * 4
+    assert cost.attention_bytes(t, t, d, query_block=t) == io  # one block: everything read once
+    assert cost.attention_bytes(t, t, d, query_block=1024) == io + 3 * t * 2 * d * 4
+    assert cost.attention_bytes(t, t, d, itemsize=2) * 2 == cost.attention_bytes(t, t, d)
+    # arithmetic intensity: about d / 2 for full attention, about B / 2 for blocks of B queries
+    full = cost.attention_flops(t, t, d) / cost.attention_bytes(t, t, d)
+    blocked = cost.attention_flops(t, t, d) / cost.attention_bytes(t, t, d, query_block=1024)
+    assert 30 < full < 32 and 400 < blocked < 512, (full, blocked)

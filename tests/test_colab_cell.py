@@ -67,3 +67,23 @@ def test_colab_cell_must_come_first(book, pair):
     nb.cells.append(cells[0])  # moved to the end
     nbformat.write(nb, en)
     assert mentions(colab_cell.check_colab_cell(book), name(book, en))
+
+
+def test_colab_cell_says_in_one_line_that_the_repository_cannot_be_reached(monkeypatch, capsys):
+    class FailingPip(FakeShell):
+        def run_line_magic(self, name: str, line: str) -> None:
+            super().run_line_magic(name, line)
+            print("ERROR: git clone failed\nTraceback (most recent call last): ...")  # what pip would print
+
+    import importlib.util
+
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "attnbook" else real_find_spec(name, *a))
+    shell = FailingPip()
+    exec(compile(TransformerManager().transform_cell(colab_cell.cell_source(ROOT)), "<colab cell>", "exec"),
+         {"get_ipython": lambda: shell})
+    out = capsys.readouterr().out.splitlines()
+    assert len(shell.magics) == 1 and len(out) == 1
+    assert out[0].startswith("attnbook could not be installed from https://github.com/") and "Traceback" not in out[0]

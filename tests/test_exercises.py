@@ -31,6 +31,8 @@ ROOT = Path(__file__).resolve().parent.parent
 STARTER_TAGS = {"exercise-starter", "nbval-skip"}
 CALLOUT = re.compile(r"""^:::\s*\{\.callout-tip[^}]*collapse="true"[^}]*title="(?P<title>[^"]+)"\}""")
 CHAPTERS = sorted(p.name for p in (ROOT / "chapters" / "en").glob("[0-9][0-9]-*.ipynb"))
+APPENDICES = {"B": "bugs.ipynb"}  # appendix letter -> notebook, for the appendices that have exercises
+PAGES = [(int(name[:2]), name) for name in CHAPTERS] + list(APPENDICES.items())
 
 
 def cells(lang: str, name: str) -> list[dict]:
@@ -65,14 +67,14 @@ def exercise_cells(lang: str, name: str) -> tuple[dict[str, int], dict[str, int]
 
 
 @pytest.mark.parametrize("lang", ["en", "ja"])
-@pytest.mark.parametrize("name", CHAPTERS)
-def test_every_registered_exercise_is_in_its_chapter_with_starter_and_solution(lang, name):
-    chapter = int(name[:2])
+@pytest.mark.parametrize(("chapter", "name"), PAGES)
+def test_every_registered_exercise_is_in_its_chapter_with_starter_and_solution(lang, chapter, name):
     starters, solutions = exercise_cells(lang, name)
     registered = exercises.exercise_ids(chapter)
-    assert 3 <= len(registered) <= 5, f"chapter {chapter} has {len(registered)} exercises, not 3-5"
-    assert sorted(starters, key=float) == registered, f"{lang}/{name}: starter cells for {sorted(starters)}"
-    assert sorted(solutions, key=float) == registered, f"{lang}/{name}: solution cells for {sorted(solutions)}"
+    fewest = 3 if isinstance(chapter, int) else 1  # an appendix may have one or two
+    assert fewest <= len(registered) <= 5, f"chapter {chapter} has {len(registered)} exercises, not {fewest}-5"
+    assert sorted(starters, key=_core._order) == registered, f"{lang}/{name}: starter cells for {sorted(starters)}"
+    assert sorted(solutions, key=_core._order) == registered, f"{lang}/{name}: solution cells for {sorted(solutions)}"
     notebook = cells(lang, name)
     for ident in registered:
         starter, solution = notebook[starters[ident]], notebook[solutions[ident]]
@@ -101,16 +103,16 @@ def test_reference_passes_its_own_check(ident):
 
 
 def test_every_chapter_has_a_wrong_answer_test():
-    for name in CHAPTERS:
-        chapter = int(name[:2])
-        path = ROOT / "tests" / f"test_exercises_chapter{chapter}.py"
+    for chapter, _ in PAGES:
+        module = f"chapter{chapter}" if isinstance(chapter, int) else _core.APPENDICES[chapter]
+        path = ROOT / "tests" / f"test_exercises_{module}.py"
         assert path.exists(), f"{path.name} is missing: it gives a wrong answer for each exercise of chapter {chapter}"
 
 
 def wrong_answers_rejected(wrong: dict, chapter: int) -> None:
     """For the per-chapter tests: `wrong` maps each id of `chapter` to a deliberately wrong answer,
     and each one is rejected with a message in both languages."""
-    assert sorted(wrong, key=float) == exercises.exercise_ids(chapter), "one wrong answer per exercise"
+    assert sorted(wrong, key=_core._order) == exercises.exercise_ids(chapter), "one wrong answer per exercise"
     for ident, answer in wrong.items():
         for lang, colon in (("en", ":"), ("ja", "：")):  # the Japanese message has a full-width colon
             found = exercises.result(ident, answer, lang=lang)
@@ -138,7 +140,7 @@ def mistakes_named(named: dict, chapter: int) -> None:
     """For the per-chapter tests: `named` maps each id of `chapter` to a list of mistaken answers, one per
     Mistake of the exercise, in their order; check must reject each and end with the line naming that mistake,
     in both languages, without giving a number's or a choice's value away."""
-    assert sorted(named, key=float) == exercises.exercise_ids(chapter), "mistaken answers for every exercise"
+    assert sorted(named, key=_core._order) == exercises.exercise_ids(chapter), "mistaken answers for every exercise"
     for ident, answers in named.items():
         exercise = exercises.get(ident)
         assert len(answers) == len(exercise.mistakes) >= 1, f"{ident}: one mistaken answer per mistake"
@@ -319,3 +321,16 @@ def test_lists_count_as_tuples_or_arrays_and_nan_is_not_a_number(monkeypatch):
     assert not exercises.result("99.5", lambda n: [jnp.eye(n), jnp.ones(n)]).passed
     assert exercises.result("99.6", lambda n: [[1.0, 0.0], [0.0, 1.0]]).passed
     assert "must be a number;\n  got nan" in exercises.result("99.7", float("nan"), lang="en").message
+
+
+def test_an_appendix_letter_is_its_place_among_the_appendices():
+    """Quarto letters the appendices A, B, ... in the order _quarto-en.yml lists them; an appendix's exercise ids
+    carry that letter, and its notebook is the one registered here."""
+    from tools.book import chapter_files, load_yaml
+
+    for lang in ("en", "ja"):
+        book = load_yaml(ROOT / f"_quarto-{lang}.yml")["book"]
+        appendices = [Path(f).name for f in chapter_files({"appendices": book["appendices"]})]
+        for letter, name in APPENDICES.items():
+            assert appendices.index(name) == ord(letter) - ord("A"), (lang, letter, appendices)
+    assert set(APPENDICES) == set(_core.APPENDICES)

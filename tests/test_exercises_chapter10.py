@@ -12,7 +12,7 @@ from attnbook.exercises import chapter10
 from attnbook.mha import MultiHeadAttention
 from test_exercises import mistakes_named, wrong_answers_rejected
 
-RESULTS = Path(__file__).resolve().parent.parent / "bench" / "results"
+RESULTS = Path(__file__).resolve().parent.parent / "lib" / "attnbook" / "experiments" / "results"
 
 
 def cache_keys_only(tokens, layers, kv_heads, d_head, itemsize):

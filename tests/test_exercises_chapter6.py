@@ -63,7 +63,7 @@ def test_merge_is_the_library_merge_and_gives_attention_over_all_keys():
 
 
 def test_stored_bytes_are_those_of_the_benchmark():
-    with open(ROOT / "bench" / "results" / "attention_cost.csv", newline="", encoding="utf-8") as f:
+    with open(ROOT / "lib" / "attnbook" / "experiments" / "results" / "attention_cost.csv", newline="", encoding="utf-8") as f:
         rows = [r for r in csv.DictReader(f) if (r["method"], r["mode"]) == ("chunked", "forward")]
     stored = {int(r["T"]): int(r["temp_bytes"]) for r in rows if int(r["T"]) in chapter6.CHUNKED_FORWARD_TEMP_BYTES}
     assert stored == chapter6.CHUNKED_FORWARD_TEMP_BYTES

@@ -11,7 +11,7 @@ from attnbook import exercises, positional
 from attnbook.exercises import chapter8
 from test_exercises import mistakes_named, wrong_answers_rejected
 
-RESULTS = Path(__file__).resolve().parent.parent / "bench" / "results"
+RESULTS = Path(__file__).resolve().parent.parent / "lib" / "attnbook" / "experiments" / "results"
 
 
 def alibi_slopes_from_one(T, heads):

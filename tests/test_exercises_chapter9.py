@@ -10,7 +10,7 @@ from attnbook import exercises, positional
 from attnbook.exercises import chapter9
 from test_exercises import mistakes_named, wrong_answers_rejected
 
-RESULTS = Path(__file__).resolve().parent.parent / "bench" / "results"
+RESULTS = Path(__file__).resolve().parent.parent / "lib" / "attnbook" / "experiments" / "results"
 
 
 def ntk_base_times_s(d, scale):  # the base multiplied by s, without the exponent d / (d - 2)

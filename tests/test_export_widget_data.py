@@ -1,4 +1,4 @@
-"""tools/export_widget_data.py: the interactive figures' data files are what the tool writes now from bench/results/.
+"""tools/export_widget_data.py: the interactive figures' data files are what the tool writes now from lib/attnbook/experiments/results/.
 
 A stored result that changes (a rerun benchmark, a retrained model) must be re-exported
 (``python -m tools.export_widget_data``); this test names the stale files. Each file must also stay small,

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from attnbook import attention, extrapolation as ex, masking, positional
+from attnbook.experiments import ch08
 
 
 def t5_bucket(relative_position, bidirectional=True, num_buckets=32, max_distance=128):
@@ -223,9 +224,9 @@ def test_current_token_loss_matches_an_enumeration(order):
 
 
 def test_eval_data_are_prefixes_of_the_same_sequences():
-    x8, y8, f8 = ex.experiment_eval_data(8)
+    x8, y8, f8 = ch08.eval_data(8)
     for m in (1, 2, 4):
-        x, y, f = ex.experiment_eval_data(m)
+        x, y, f = ch08.eval_data(m)
         np.testing.assert_array_equal(x, x8[:, :m * 32])
         np.testing.assert_array_equal(y, y8[:, :m * 32])
         np.testing.assert_array_equal(f, f8[:, :m * 32])

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from attnbook import masking
-from attnbook.attention import (SelfAttention, attention_scores, chunked_attention, masked_softmax,
-                                scaled_dot_product_attention)
+from attnbook.attention import (SelfAttention, attention_scores, chunked_attention, flash_attention,
+                                masked_softmax, scaled_dot_product_attention)
 
 jax.config.update("jax_enable_x64", False)
 
@@ -33,7 +33,11 @@ def chunked(q, k, v, mask=None, **kwargs):
     return chunked_attention(q, k, v, mask=mask, **{**CHUNKS, **kwargs})
 
 
-ATTENTIONS = {"scaled_dot_product_attention": sdpa, "chunked_attention": chunked}
+def flash(q, k, v, mask=None, **kwargs):
+    return flash_attention(q, k, v, mask=mask, **{"query_block": 2, "key_block": 3, **kwargs})
+
+
+ATTENTIONS = {"scaled_dot_product_attention": sdpa, "chunked_attention": chunked, "flash_attention": flash}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -104,14 +108,15 @@ def test_attention_scores_bad_arguments():
         attention_scores(q.astype(jnp.int8), k)
 
 
-@pytest.mark.parametrize("argument", ["query_chunk", "key_chunk"])
+@pytest.mark.parametrize("argument", ["query_chunk", "key_chunk", "query_block", "key_block"])
 @pytest.mark.parametrize("value, error, received", [(0, ValueError, "got 0"), (-1, ValueError, "got -1"),
                                                     (2.0, TypeError, "got float 2.0"), (None, TypeError, "None"),
                                                     (np.float32(2), TypeError, "float32")])
 def test_bad_chunk_sizes(argument, value, error, received):
     q, k, v = qkv()
+    f = chunked if "chunk" in argument else flash
     with pytest.raises(error, match=f"{argument} must be a positive integer") as info:
-        chunked_attention(q, k, v, **{**CHUNKS, argument: value})
+        f(q, k, v, **{argument: value})
     assert received in str(info.value)
 
 
@@ -119,6 +124,10 @@ def test_bad_causal_flag():
     q, k, v = qkv()
     with pytest.raises(TypeError, match="causal must be True or False, got 1"):
         chunked_attention(q, k, v, causal=1, **CHUNKS)
+    with pytest.raises(TypeError, match="causal must be True or False, got int 1"):
+        flash(q, k, v, causal=1)
+    with pytest.raises(TypeError, match="return_lse must be True or False, got str 'yes'"):
+        flash(q, k, v, return_lse="yes")
     with pytest.raises(TypeError, match="causal must be True or False"):
         SelfAttention(4, 3, 2, causal="yes", key=jax.random.key(0))
 
@@ -181,8 +190,9 @@ def test_empty_sequences():
     layer = SelfAttention(4, 3, 2, key=jax.random.key(0))
     out, weights = layer(jnp.zeros((0, 4)))
     assert out.shape == (0, 2) and weights.shape == (0, 0)
-    grads = jax.grad(lambda q: jnp.sum(chunked(q, k[:0], v[:0])))(q)
-    assert np.all(np.asarray(grads) == 0)
+    for f in (chunked, flash):
+        grads = jax.grad(lambda q: jnp.sum(f(q, k[:0], v[:0])))(q)
+        assert np.all(np.asarray(grads) == 0)
 
 
 @pytest.mark.parametrize("query_chunk, key_chunk", [(1, 1), (2, 3), (3, 5), (100, 7), (7, 100)])
@@ -243,7 +253,8 @@ def test_visible_nan_reaches_only_the_queries_that_see_it():
     q, k, v = qkv(tq=6, tk=6)
     causal = masking.causal_mask(6)
     for name, f in [("sdpa", lambda q, k, v: sdpa(q, k, v, mask=causal)),
-                    ("chunked", lambda q, k, v: chunked(q, k, v, causal=True))]:
+                    ("chunked", lambda q, k, v: chunked(q, k, v, causal=True)),
+                    ("flash", lambda q, k, v: flash(q, k, v, causal=True))]:
         for dirty in [(q, k.at[3, 0].set(jnp.nan), v), (q, k, v.at[3, 1].set(jnp.nan))]:
             nan_rows = np.isnan(np.asarray(f(*dirty))).any(axis=1)
             np.testing.assert_array_equal(nan_rows, np.arange(6) >= 3, err_msg=name)
@@ -276,6 +287,7 @@ def test_lists_are_arrays():
     out, weights = scaled_dot_product_attention(q, k, v, mask=mask)
     assert float(out[0, 0]) == 1.0 and weights.tolist() == [[1.0, 0.0]]
     assert chunked_attention(q, k, v, mask=mask, query_chunk=1, key_chunk=1).tolist() == [[1.0]]
+    assert flash_attention(q, k, v, mask=mask, query_block=1, key_block=1).tolist() == [[1.0]]
     assert masked_softmax([[0.0, 1.0]], [[True, False]]).tolist() == [[1.0, 0.0]]
     assert SelfAttention(2, 2, 1, key=jax.random.key(0))([[1.0, 0.0], [0.0, 1.0]], [[True, False], [True, True]])[0].shape == (2, 1)
 

@@ -48,3 +48,20 @@ def test_valid_arguments():
         assert program(jnp.ones((16, 4)))[0, 0] == 2.0
     assert cost.compiled(jax.jit(scores), SPEC, SPEC) is not None  # an already jitted function
     assert cost.median_seconds(jax.jit(jnp.sin), jnp.ones(3), repeats=2, warmup=0) >= 0
+
+
+@pytest.mark.parametrize(
+    "call, kind, match",
+    [
+        (lambda: cost.attention_flops(0, 4, 8), ValueError, "tq must be a positive integer, got 0"),
+        (lambda: cost.attention_flops(4, 4.0, 8), TypeError, "tk must be a positive integer, got float 4.0"),
+        (lambda: cost.attention_flops(4, 4, 8, backward=1), TypeError, "backward must be True or False"),
+        (lambda: cost.attention_flops(4, 4, 8, causal="no"), TypeError, "causal must be True or False"),
+        (lambda: cost.attention_bytes(4, 4, 8, query_block=0), ValueError, "query_block must be a positive integer"),
+        (lambda: cost.attention_bytes(4, 4, -8), ValueError, "d must be a positive integer, got -8"),
+        (lambda: cost.attention_bytes(4, 4, 8, itemsize=2.0), TypeError, "itemsize must be a positive integer"),
+    ],
+)
+def test_bad_sizes_of_the_hardware_counts(call, kind, match):
+    with pytest.raises(kind, match=match):
+        call()

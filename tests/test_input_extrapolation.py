@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from attnbook import extrapolation as ex
+from attnbook.experiments import ch08
 
 KEY = jax.random.key(0)
 MODEL = ex.PositionModel("rope", vocab_size=5, d_model=8, depth=1, heads=2, train_length=6, key=KEY)
@@ -48,7 +49,7 @@ TOKENS = jnp.asarray([[0, 1, 2, 3]], dtype=jnp.int32)
         (lambda: ex.train("rope", [0], TOKENS[None, None], TOKENS[None, None], vocab_size=5, learning_rate=float("nan")),
          ValueError, "learning_rate must be a finite positive number"),
         (lambda: ex.select(MODEL, -1), ValueError, "index must be a non-negative integer"),
-        (lambda: ex.experiment_eval_data(0), ValueError, "multiple must be a positive integer"),
+        (lambda: ch08.eval_data(0), ValueError, "multiple must be a positive integer"),
         (lambda: ex.current_token_loss(TABLE, 1, np.zeros((2, 3), dtype=np.int32)), ValueError,
          r"table must have vocab \*\* order = 3 rows for order=1"),
         (lambda: ex.current_token_loss(TABLE, 2, np.full((2, 3), 3, dtype=np.int32)), ValueError,

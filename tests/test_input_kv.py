@@ -4,6 +4,7 @@ import jax
 import pytest
 
 from attnbook import kv
+from attnbook.experiments import ch10
 from attnbook.mha import MultiHeadAttention
 
 
@@ -43,8 +44,8 @@ def test_bad_method_and_model():
 
 def test_bad_experiment_arguments():
     with pytest.raises(ValueError, match=r"heads must be divisible by kv_heads .*heads=4, kv_heads=3"):
-        kv.gqa_position_model(3, seed=0)
+        ch10.gqa_position_model(3, seed=0)
     with pytest.raises(TypeError, match="seed"):
-        kv.gqa_position_model(2, seed=1.5)
+        ch10.gqa_position_model(2, seed=1.5)
     with pytest.raises(TypeError, match="seeds must be a sequence"):
-        kv.experiment_train(2, 3)
+        ch10.experiment_train(2, 3)

@@ -49,9 +49,9 @@ TGT = jnp.asarray([10, 4, 3], dtype=jnp.int32)
          r"sources must be integers in \[0, 11\), got -3"),
         (lambda: transformer.reversal_data(0, 3, np.random.default_rng(0)), ValueError, "num must be a positive integer"),
         (lambda: transformer.reversal_data(5, 3, 0), TypeError, "rng must be a NumPy random Generator"),
-        (lambda: transformer.Block(16, heads=0, key=KEY), ValueError, "heads must be a positive integer, got 0"),
-        (lambda: transformer.Block(16, mixer="rnn", key=KEY), ValueError, "kind must be one of"),
-        (lambda: transformer.Block(16, key=0), TypeError, "key must be a JAX random key"),
+        (lambda: transformer.make_block(16, heads=0, key=KEY), ValueError, "heads must be a positive integer, got 0"),
+        (lambda: transformer.make_block(16, mixer="rnn", key=KEY), ValueError, "kind must be one of"),
+        (lambda: transformer.make_block(16, key=0), TypeError, "key must be a JAX random key"),
         (lambda: transformer.EncoderDecoder(0, key=KEY), ValueError, "vocab_size must be a positive integer"),
     ],
 )

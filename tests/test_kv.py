@@ -9,6 +9,7 @@ import pytest
 
 from attnbook import extrapolation as ex
 from attnbook import kv, nn, transformer
+from attnbook.experiments import ch10
 from attnbook.latent import MultiHeadLatentAttention
 from attnbook.mha import MultiHeadAttention, MultiHeadSelfAttention
 from random_inputs import randomised, tokens
@@ -125,19 +126,19 @@ def test_pooling_a_model_converts_every_layer_and_works_under_jit():
 
 def test_gqa_position_model_with_all_heads_is_chapter_8s_model():
     for seed in (0, 1):
-        model = kv.gqa_position_model(4, seed=seed)
+        model = ch10.gqa_position_model(4, seed=seed)
         ref = ex.PositionModel("rope", key=jax.random.key(seed), vocab_size=8, d_model=32, depth=2, heads=4,
                                train_length=32)
         for a, b in zip(jax.tree.leaves(model), jax.tree.leaves(ref)):
             np.testing.assert_array_equal(a, b)
-    mqa = kv.gqa_position_model(1, seed=1)  # each group keeps its first head's initial key/value weights
+    mqa = ch10.gqa_position_model(1, seed=1)  # each group keeps its first head's initial key/value weights
     assert [b.mixer.kv_heads for b in mqa.blocks] == [1, 1]
     np.testing.assert_array_equal(mqa.blocks[0].mixer.attention.w_k[:, 0], ref.blocks[0].mixer.attention.w_k[:, 0])
     np.testing.assert_array_equal(mqa.blocks[1].mixer.attention.w_q, ref.blocks[1].mixer.attention.w_q)
 
 
 def test_mla_position_model():
-    model = kv.mla_position_model(12, rope_dim=4, seed=0)
+    model = ch10.mla_position_model(12, rope_dim=4, seed=0)
     ref = ex.PositionModel("rope", key=jax.random.key(0), vocab_size=8, d_model=32, depth=2, heads=4,
                            train_length=32)
     assert model.encoding == "nope" and model.heads == 4
@@ -145,29 +146,29 @@ def test_mla_position_model():
     np.testing.assert_array_equal(model.embedding, ref.embedding)  # everything but the mixers is chapter 8's
     np.testing.assert_array_equal(model.blocks[1].feed_forward.hidden.weight, ref.blocks[1].feed_forward.hidden.weight)
     assert kv.cache_bytes_per_token(model.blocks[0].mixer) == (12 + 4) * 4
-    assert kv.cache_bytes_per_token(kv.gqa_position_model(1, seed=0).blocks[0].mixer) == 2 * 8 * 4  # the same
+    assert kv.cache_bytes_per_token(ch10.gqa_position_model(1, seed=0).blocks[0].mixer) == 2 * 8 * 4  # the same
     t = jnp.asarray([1, 2, 3, 4, 5, 6, 7, 0], dtype=jnp.int32)
     logits = model(t)
     assert logits.shape == (8, 8) and np.all(np.isfinite(logits))
     # causal: changing the last token changes no earlier logit
     np.testing.assert_allclose(model(t.at[-1].set(2))[:-1], logits[:-1], rtol=1e-5, atol=1e-6)
     with pytest.raises(ValueError, match="exactly one of kv_heads"):
-        kv.experiment_train(2, [0], rank=12)
+        ch10.experiment_train(2, [0], rank=12)
 
 
 @pytest.mark.parametrize("groups", [4, 2, 1])
 def test_equal_parameter_model_gives_the_freed_parameters_back(groups):
     """GQA's key/value parameters go back to the feed-forward layers: within one hidden unit per block of MHA's."""
-    mha_count = nn.count_parameters(kv.gqa_position_model(4, seed=0))
-    model = kv.equal_parameter_model(groups, seed=0)
+    mha_count = nn.count_parameters(ch10.gqa_position_model(4, seed=0))
+    model = ch10.equal_parameter_model(groups, seed=0)
     d_model = model.embedding.shape[1]
     assert abs(nn.count_parameters(model) - mha_count) <= len(model.blocks) * (2 * d_model + 1) // 2
-    assert model.blocks[0].feed_forward.hidden.weight.shape[1] == kv.equal_parameter_width(groups)
+    assert model.blocks[0].feed_forward.hidden.weight.shape[1] == ch10.equal_parameter_width(groups)
     assert kv.cache_bytes_per_token(model.blocks[0].mixer) == 2 * groups * (d_model // 4) * 4
 
 
 def test_associative_recall_asks_every_key_for_its_value():
-    x, y, mask = kv.associative_recall(50, rng=np.random.default_rng(0), keys=16, values=16, pairs=4)
+    x, y, mask = ch10.associative_recall(50, rng=np.random.default_rng(0), keys=16, values=16, pairs=4)
     assert x.shape == y.shape == mask.shape == (50, 16)
     assert np.array_equal(mask[0], np.tile([1.0, 0.0], 8) * (np.arange(16) >= 8))
     for seq, target, m in zip(x, y, mask):

@@ -48,3 +48,24 @@ def test_bad_arguments(call, error, names):
         call()
     for name in names:
         assert name in str(info.value)
+
+
+def test_masked_self_attention_is_the_layer_under_its_mask():
+    import jax
+    import jax.numpy as jnp
+
+    from attnbook.attention import SelfAttention
+    MaskedSelfAttention = masking.MaskedSelfAttention
+
+    layer = SelfAttention(4, 6, 3, causal=False, key=jax.random.key(0))
+    x = jax.random.normal(jax.random.key(1), (7, 4))
+    mask = masking.causal_mask(7).T  # any boolean mask, here the sources' reversed one
+    every = MaskedSelfAttention(layer, mask)
+    assert jnp.array_equal(every(x), layer(x, mask)[0])
+    assert jnp.array_equal(MaskedSelfAttention(layer, mask, read=-1)(x), layer(x, mask)[0][6])
+    with pytest.raises(TypeError, match="causal=False"):
+        MaskedSelfAttention(SelfAttention(4, 6, 3, key=jax.random.key(0)), mask)
+    with pytest.raises(TypeError, match="square boolean"):
+        MaskedSelfAttention(layer, mask.astype(jnp.float32))
+    with pytest.raises(ValueError, match="read must be"):
+        MaskedSelfAttention(layer, mask, read=7)

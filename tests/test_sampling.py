@@ -55,3 +55,22 @@ def test_bad_arguments(kwargs, names):
         sampling.sample(markov_logits, key=jax.random.key(0), **kwargs)
     for name in names:
         assert name in str(info.value)
+
+
+def test_weather_next_day_reads_the_real_days_renumbered():
+    """Left padding changes nothing: the logits after n real days are the model's last row on those days alone,
+    positions 1..n."""
+    import jax
+    import numpy as np
+
+    from attnbook import data
+    from attnbook.attention import SelfAttention
+    from attnbook.masking import MaskedSelfAttention, causal_mask
+    from attnbook.sampling import weather_next_day
+
+    model = MaskedSelfAttention(SelfAttention(4, 6, 3, causal=False, key=jax.random.key(0)), causal_mask(10))
+    days = np.array([2, 0, 1, 1])
+    tokens = jnp.asarray(np.concatenate([np.zeros(6, dtype=np.int32), days]))
+    valid = jnp.arange(10) >= 6
+    alone = model.attention(jnp.asarray(data.features(days)), causal_mask(4))[0][-1]
+    np.testing.assert_allclose(weather_next_day(model)(tokens, valid), alone, rtol=1e-5, atol=1e-6)

@@ -869,11 +869,11 @@ def test_widget_aft_local_agrees_with_the_library(site: Built, server: str, brow
 # Interactive figures of stored results and trained models (chapters 4 and 6-10)
 #
 # These widgets show benchmarks and trained models: their data (site/widgets/chNN-data.js) is exported by
-# tools/export_widget_data.py from bench/results/ (tests/test_export_widget_data.py checks that each file is
+# tools/export_widget_data.py from lib/attnbook/experiments/results/ (tests/test_export_widget_data.py checks that each file is
 # what the tool writes now). Each test below drives one widget as the tests above do, and compares what it
 # shows with the stored CSV files, read here on their own, and with attnbook's functions on the same inputs.
 
-STORED = ROOT / "bench" / "results"
+STORED = ROOT / "lib" / "attnbook" / "experiments" / "results"
 
 
 def stored_rows(name: str) -> list[dict[str, str]]:
@@ -1029,7 +1029,7 @@ def test_widget_rope_scaling_agrees_with_the_stored_runs(site: Built, server: st
 
 
 def test_widget_heads_agree_with_the_stored_layer(site: Built, server: str, browser) -> None:
-    """Chapter 4: for every query token, each head's weights are those of the layer stored in bench/results/widgets/
+    """Chapter 4: for every query token, each head's weights are those of the layer stored in tools/widget_models/
     (equinox.tree_deserialise_leaves into chapter 4's mha(key_bias_positions=5)) on input 0 of the chapter's inputs
     (default_rng(2023)), recomputed here with attnbook; the arrow key moves the token. Catches, e.g., a widget
     that shows the weights to a token (a column) instead of from it (a row), or numbers tokens from 0."""
@@ -1052,7 +1052,7 @@ def test_widget_heads_agree_with_the_stored_layer(site: Built, server: str, brow
 
 def test_widget_decoding_agrees_with_the_library(site: Built, server: str, browser) -> None:
     """Chapter 7: for two strings and three steps, the decoded tokens are those of transformer.greedy_decode_cached
-    on the model stored in bench/results/widgets/ (tools/export_widget_data.py checks that greedy_decode agrees),
+    on the model stored in tools/widget_models/ (tools/export_widget_data.py checks that greedy_decode agrees),
     and the counts are what the two functions
     compute: the keys projected by each self- and cross-attention layer and the scores of each self-attention
     layer, recorded while jax traces them (lax.scan's step is one traced function, run n times). The
@@ -1070,10 +1070,10 @@ def test_widget_decoding_agrees_with_the_library(site: Built, server: str, brows
 
     def record(decode, source):
         """What one step of the decoding loop computes, summed over the blocks: self-attention
-        keys, source keys projected and self-attention scores, from one trace of the function that `decode` runs
-        under jit (its __wrapped__ Python function, traced by jax.eval_shape: no compilation, and no cached trace
-        skips the Python code; lax.scan traces its step once and runs that same step n times); and the source keys
-        projected before the loop (projections with no attend)."""
+        keys, source keys projected and self-attention scores, from one trace of `decode` (traced by
+        jax.eval_shape after jax.clear_caches(): no compilation, and no cached trace skips the Python code;
+        lax.scan traces its step once and runs that same step n times); and the source keys projected before the
+        loop (projections with no attend)."""
         calls = []
         project, attend, scan = mha.MultiHeadAttention.project, mha.MultiHeadAttention.attend, jax.lax.scan
 
@@ -1092,7 +1092,8 @@ def test_widget_decoding_agrees_with_the_library(site: Built, server: str, brows
         mha.MultiHeadAttention.project, mha.MultiHeadAttention.attend = counting_project, counting_attend
         jax.lax.scan = marked_scan
         try:
-            jax.eval_shape(lambda: decode.__wrapped__(model, source, n, transformer.START))
+            jax.clear_caches()
+            jax.eval_shape(lambda: decode(model, source, n, transformer.START))
         finally:
             mha.MultiHeadAttention.project, mha.MultiHeadAttention.attend = project, attend
             jax.lax.scan = scan
@@ -1119,10 +1120,9 @@ def test_widget_decoding_agrees_with_the_library(site: Built, server: str, brows
         for step in (1, 8):
             widget.set("step", step)
             assert widget.attribute("data-decoded") == tokens[:step]
-    # The counts do not depend on the string. greedy_decode and greedy_decode_cached check their arguments and
-    # run these two jitted functions.
-    (plain, plain_before), (cached, cached_before) = (record(transformer._greedy, source),
-                                                      record(transformer._greedy_cached, source))
+    # The counts do not depend on the string.
+    (plain, plain_before), (cached, cached_before) = (record(transformer.greedy_decode, source),
+                                                      record(transformer.greedy_decode_cached, source))
     for step in (1, 4, 8):
         widget.set("step", step)
         assert widget.attribute("data-step") == step

@@ -250,27 +250,8 @@ def check_outputs(root: Path) -> list[str]:
 
 
 # ---------------------------------------------------------------------------------------------
-# Printed lines on a phone
-
-# A phone's output column, in display columns (a character of East Asian width W or F counts 2), measured in
-# Chromium on the built site (tools/screenshots.py's driver, 390 px wide, deviceScaleFactor 1): the text column and
-# its output blocks are 339 px wide; outputs use the code font, 14.875 px Liberation Mono there, 8.92 px a column,
-# so 339 px hold 38.0 columns, and a Japanese character (14.86 px, Noto Sans CJK) takes 1.67 columns. 37 leaves one
-# column for monospace fonts a little wider than Liberation Mono (Menlo on an iPhone: 0.602 em). On a phone an
-# output block wraps its lines (site/book.css) rather than scroll, so a longer line breaks wherever the column
-# ends: mid-phrase or mid-number.
-PHONE_COLUMNS = 37
-# Printed lines allowed to be longer, with the reason: none. Add (notebook file name, start of the line) here only
-# for a line a reader is meant to scroll inside a box that shows it scrolls.
-PHONE_EXCEPTIONS: dict[tuple[str, str], str] = {}
 RICH_OUTPUTS = ("text/markdown", "text/html", "text/latex", "image/png", "image/jpeg", "image/svg+xml")
 OUTPUT_ASIS = re.compile(r"^\s*#\|\s*output:\s*asis\s*$", re.MULTILINE)
-WIDE = frozenset("WF")
-
-
-def display_columns(line: str) -> int:
-    """The columns a line takes in a monospace block: 2 for an East Asian wide or full-width character."""
-    return sum(2 if unicodedata.east_asian_width(c) in WIDE else 1 for c in line)
 
 
 def printed_lines(cell: dict) -> Iterator[str]:
@@ -288,19 +269,9 @@ def printed_lines(cell: dict) -> Iterator[str]:
                 yield from "".join(data["text/plain"]).split("\n")
 
 
-def check_phone_widths(root: Path) -> list[str]:
-    """Every line a chapter prints fits a phone's output column (PHONE_COLUMNS display columns)."""
-    problems = []
-    for path in notebooks(root):
-        for i, cell in code_cells(read_notebook(path)):
-            for line in printed_lines(cell):
-                width = display_columns(line)
-                if width > PHONE_COLUMNS and not any(
-                        path.name == file and line.startswith(start) for file, start in PHONE_EXCEPTIONS):
-                    problems.append(f"{rel(root, path)} (cell {i + 1}) prints a line of {width} columns, more "
-                                    f"than a phone's {PHONE_COLUMNS}: {line[:60]!r}; break it into short lines "
-                                    "(one claim a line, the number at the end) or print a Markdown table")
-    return problems
+# Printed lines on a phone: the page's job, not the code's. An output block wraps its lines on a narrow screen
+# (site/book.css) and a result with several values is a table (attnbook.report.Table: a Markdown table that
+# site/table-stack.html stacks on a phone), so no check counts the columns of what a chapter prints.
 
 
 # What a Japanese page prints: its punctuation is Japanese, and a line breaks only between phrases. ASCII ``:`` or
@@ -315,8 +286,7 @@ ENDS_IN_WORD = re.compile("[0-9\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff]$")
 # Notebooks whose printed output this check does not read yet, with the reason. Remove an entry once its notebook
 # passes: each is a chapter whose printing another change is rewriting.
 JAPANESE_OUTPUT_EXCEPTIONS: dict[str, str] = {
-    "02-scaled-dot-product-attention.ipynb": "'->' in the weather sequences; chapters 1-3's printing (issue 41)",
-    "04-multi-head-attention.ipynb": "its say() breaks lines before 倍/以上/未満; chapter 4's printing, not yet fixed",
+    "02-scaled-dot-product-attention.ipynb": "'->' between a weather sequence and the next day it predicts (cell 8)",
     "08-positions-measured.ipynb": "'->' in cell 16; chapter 8's code cells (issue 39)",
 }
 
@@ -929,7 +899,6 @@ CHECKS: tuple[Callable[[Path], list[str]], ...] = (
     check_code_parity,
     check_output_parity,
     check_outputs,
-    check_phone_widths,
     check_japanese_outputs,
     check_nbval_comments,
     check_cross_references,

@@ -8,7 +8,8 @@ not the book's library. The cell installs it with pip from the repository named 
 _quarto.yml (book.repo-url and book.repo-branch), so the address is written nowhere by hand: this
 tool derives the cell from those settings and checks that every notebook has the current one (one
 of the checks tools/bookcheck.py runs). Where attnbook is installed already, as after the README's
-set-up, the cell does nothing (tests/test_colab_cell.py runs it both ways). ``#| include: false``
+set-up, the cell does nothing (tests/test_colab_cell.py runs it both ways). pip's output is captured: when the
+repository cannot be reached, the reader sees one line that names it, not pip's error. ``#| include: false``
 keeps it off the website.
 """
 
@@ -33,14 +34,23 @@ def requirement(root: Path) -> str:
 
 
 def cell_source(root: Path) -> str:
+    repo, branch = repository(root)
     return "\n".join([
         "#| include: false",
         MARKER,
         "# Where attnbook is installed already (as after the README's set-up), this cell does nothing.",
+        "import importlib",
         "import importlib.util",
         "",
         'if importlib.util.find_spec("attnbook") is None:',
-        f'    %pip install --quiet "{requirement(root)}"',
+        "    from IPython.utils.capture import capture_output",
+        "",
+        "    with capture_output():  # pip's own lines; a failure is told below in one line",
+        f'        %pip install --quiet "{requirement(root)}"',
+        "    importlib.invalidate_caches()",
+        '    if importlib.util.find_spec("attnbook") is None:',
+        f'        print("attnbook could not be installed from https://github.com/{repo} (branch {branch}): '
+        'check the network, or install it yourself with pip (see the README)")',
     ])
 
 

@@ -1,10 +1,10 @@
-"""Export the data of the book's interactive figures (site/widgets/) from the stored results (bench/results/).
+"""Export the data of the book's interactive figures (site/widgets/) from the stored results (lib/attnbook/experiments/results/).
 
     python -m tools.export_widget_data            # write site/widgets/chNN-data.js for every chapter below
     python -m tools.export_widget_data --check    # exit 1 if a stored file differs from what this writes now
 
 The widgets of chapters 4 and 6-11 show trained models and benchmarks. Their numbers are never typed into a
-script: this tool reads them from bench/results/ (the CSV and JSON files the chapters read) and writes one
+script: this tool reads them from lib/attnbook/experiments/results/ (the CSV and JSON files the chapters read) and writes one
 script per chapter, ``site/widgets/chNN-data.js``, which sets ``window.AttnWidgetData["chNN"]``; the chapter's
 widget (site/widgets/chNN.js) loads it from its own folder, so it works over file:// as over HTTP (a fetch of
 a .json file would not). Only what a widget plots is exported, rounded to the precision it shows, so each
@@ -14,24 +14,25 @@ file stays a few kB. tests/test_export_widget_data.py checks that every stored f
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from attnbook import experiments
+
 ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "bench" / "results"
+MODELS = ROOT / "tools" / "widget_models"  # the trained models the widgets of chapters 4 and 7 show
 WIDGETS = ROOT / "site" / "widgets"
+RESULTS = experiments.RESULTS  # the stored results, read as the chapters read them
 
 
 def read(name: str) -> list[dict[str, str]]:
-    with open(RESULTS / name, encoding="utf-8", newline="") as f:
-        return list(csv.DictReader(f))
+    return experiments.read_csv(name, RESULTS)
 
 
 def meta(name: str) -> dict:
-    return json.loads((RESULTS / name).read_text(encoding="utf-8"))
+    return experiments.read_json(name, RESULTS)
 
 
 def rounded(x: float | str, digits: int) -> float:
@@ -69,15 +70,15 @@ def chapter10() -> dict:
                               for g in r_settings["kv_heads"]},
                    "baselines": {m: rounded(next(r["accuracy"] for r in recall if r["method"] == m), 3)
                                  for m in ("bag_of_values", "uniform_over_values", "optimum")}}
-    return {"sources": ["bench/results/kv_heads_quality.csv", "bench/results/kv_heads_quality.json",
-                        "bench/results/kv_heads_recall.csv", "bench/results/kv_heads_recall.json"],
+    return {"sources": ["lib/attnbook/experiments/results/kv_heads_quality.csv", "lib/attnbook/experiments/results/kv_heads_quality.json",
+                        "lib/attnbook/experiments/results/kv_heads_recall.csv", "lib/attnbook/experiments/results/kv_heads_recall.json"],
             "tasks": {"markov": markov, "recall": recall_task}}
 
 
 # ------------------------------------------------------------------------------------------------
 # Chapter 4: every head's attention from one token, in the trained key-bias layer
 
-CH04_WEIGHTS = RESULTS / "widgets" / "ch04_key_bias_add_token_2.eqx"
+CH04_WEIGHTS = MODELS / "ch04_key_bias_add_token_2.eqx"
 """The layer of chapter 4's key-bias model trained on 'add token 2' (equinox.tree_serialise_leaves), written by
 :func:`train_chapter4` when it is missing (``--train`` rewrites it)."""
 
@@ -97,25 +98,15 @@ def chapter4_inputs():
 
 
 def train_chapter4() -> None:
-    """Train the layer exactly as chapter 4's notebook does (its SelfAttentionModel without a position table,
+    """Train the layer exactly as chapter 4's notebook does (attnbook.mha.SelfAttentionModel without a position table,
     mean squared error, Adam at 1e-2, 1000 steps of 32, key 1; target 'add token 2': every token plus
     token 2) and store it with equinox.tree_serialise_leaves."""
     import equinox as eqx
     import jax
-    import jax.numpy as jnp
     import optax
 
     from attnbook import train
-
-    class SelfAttentionModel(eqx.Module):  # the notebook's class, without its optional position table
-        attention: eqx.Module
-
-        def __call__(self, x):
-            return self.attention(x, x, x)
-
-    def mse(model, xs, ys):
-        outputs = jax.vmap(lambda x: model(x)[0])(xs)
-        return jnp.mean((outputs - ys) ** 2)
+    from attnbook.mha import SelfAttentionModel, mse  # the notebook's model (no position table) and loss
 
     xs = chapter4_inputs()
     model, _ = train.fit(SelfAttentionModel(chapter4_layer_skeleton()), mse, (xs, xs + xs[:, [1]]),
@@ -147,7 +138,7 @@ def chapter4() -> dict:
 # ------------------------------------------------------------------------------------------------
 # Chapter 7: greedy decoding with and without the cache
 
-CH07_WEIGHTS = RESULTS / "widgets" / "ch07_reversal.eqx"
+CH07_WEIGHTS = MODELS / "ch07_reversal.eqx"
 """Chapter 7's encoder-decoder trained to reverse 8 digits (equinox.tree_serialise_leaves), written by
 :func:`train_chapter7` when it is missing (``--train`` rewrites it)."""
 CH07_SOURCES = 4  # the first held-out strings the widget offers
@@ -245,7 +236,7 @@ def chapter6() -> dict:
                 "status": [r["status"].removeprefix("skipped: ") for r in chosen],
                 "ms": [significant(float(r["seconds"]) * 1e3) if r["seconds"] else None for r in chosen],
                 "mib": [significant(float(r["temp_bytes"]) / 2**20) for r in chosen]}
-    return {"sources": ["bench/results/attention_cost.csv", "bench/results/attention_cost.json"],
+    return {"sources": ["lib/attnbook/experiments/results/attention_cost.csv", "lib/attnbook/experiments/results/attention_cost.json"],
             "lengths": settings["lengths"], "methods": methods, "modes": modes, "d": settings["d"],
             "limits": {"seconds": settings["max_run_seconds"], "gib": settings["max_memory_gib"]}, "table": table}
 
@@ -293,8 +284,8 @@ def chapter8() -> dict:
         field = "loss_all" if length == train_length else "loss_beyond_L"
         return [rounded(r[field], 3) for r in summary if r["encoding"] == method and int(r["eval_length"]) == length]
 
-    return {"sources": ["bench/results/positions_per_position.csv", "bench/results/positions_extrapolation.csv",
-                        "bench/results/positions_extrapolation.json"],
+    return {"sources": ["lib/attnbook/experiments/results/positions_per_position.csv", "lib/attnbook/experiments/results/positions_extrapolation.csv",
+                        "lib/attnbook/experiments/results/positions_extrapolation.json"],
             "train_length": train_length, "lengths": lengths, "methods": methods, "seeds": settings["seeds"],
             "curves": per_position("positions_per_position.csv", methods, lengths, prefixes=True),
             "summary": {m: {str(t): loss(m, t) for t in lengths} for m in [*methods, "optimum", "current_token"]}}
@@ -312,8 +303,8 @@ def chapter9() -> dict:
     def excess(method: str, length: int) -> list[float]:
         return [rounded(r["excess_beyond_L"], 3) for r in rows if r["method"] == method and int(r["eval_length"]) == length]
 
-    return {"sources": ["bench/results/rope_scaling_per_position.csv", "bench/results/rope_scaling.csv",
-                        "bench/results/rope_scaling.json"],
+    return {"sources": ["lib/attnbook/experiments/results/rope_scaling_per_position.csv", "lib/attnbook/experiments/results/rope_scaling.csv",
+                        "lib/attnbook/experiments/results/rope_scaling.json"],
             "train_length": settings["train_length"], "lengths": lengths, "methods": methods,
             "scales": {str(t): t // settings["train_length"] for t in lengths},
             "curves": per_position("rope_scaling_per_position.csv", methods, lengths),
@@ -362,8 +353,8 @@ def chapter11() -> dict:
             for name in ("induction", "previous_token")} | {
             "code_first": [rounded(losses[s]["code_repeat_loss_first"], 2) for s in steps],
             "code_second": [rounded(losses[s]["code_repeat_loss_second"], 2) for s in steps]}
-    return {"sources": ["bench/results/induction_heads_scores.csv", "bench/results/induction_heads_training.csv",
-                        "bench/results/induction_heads.json"],
+    return {"sources": ["lib/attnbook/experiments/results/induction_heads_scores.csv", "lib/attnbook/experiments/results/induction_heads_training.csv",
+                        "lib/attnbook/experiments/results/induction_heads.json"],
             "period": settings["repeated_period"], "context": settings["context"], "heads": heads,
             "curriculum_steps": settings["curriculum_steps"], "variants": variants, "depths": depths,
             "seeds": seeds, "steps": steps, "runs": table}

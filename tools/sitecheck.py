@@ -466,7 +466,7 @@ def check_notebook_links(root: Path, site: Path) -> list[str]:
 
 
 SOLUTION_TITLE = {"en": "Solution {id}", "ja": "解答例 {id}"}
-CHECK_CALL = re.compile(r"""exercises\.check\(\s*["'](?P<id>\d+\.\d+)["']""")
+CHECK_CALL = re.compile(r"""exercises\.check\(\s*["'](?P<id>(?:\d+|[A-Z])\.\d+)["']""")  # "3.1", or "B.1" in an appendix
 
 
 def solution_ids(root: Path, source: str) -> list[str]:

@@ -8,12 +8,14 @@ One module per concept, in chapter order (a module imports only modules of its o
 - :mod:`attnbook.positional`: sinusoidal encoding, its rotation property, RoPE (and its ``process_heads`` hook), ALiBi (ch. 1);
   RoPE stretched: position interpolation, "NTK-aware" scaling, YaRN (``scaling=``, ch. 9)
 - :mod:`attnbook.attention`: scaled dot-product attention, masked softmax, single-head self-attention (ch. 2);
-  memory-efficient chunked_attention and the one online-softmax merge (ch. 6)
+  memory-efficient chunked_attention, FlashAttention's algorithm with its recomputing backward pass
+  (flash_attention), and the one online-softmax merge (ch. 6)
 - :mod:`attnbook.baselines`: the linear model attention is compared with (ch. 2)
 - :mod:`attnbook.data`: the weather processes and their Bayes-optimal accuracies (ch. 2-3)
 - :mod:`attnbook.train`: ``fit``, the one training loop of the book, ``fit_seeds`` (its step over several
   models at once) and ``cross_entropy``, the one loss (ch. 2 onwards)
-- :mod:`attnbook.masking`: causal and padding masks (ch. 3); the causal sliding window (ch. 9)
+- :mod:`attnbook.masking`: causal and padding masks, ``MaskedSelfAttention`` (a layer under a fixed mask, ch. 3);
+  the causal sliding window (ch. 9)
 - :mod:`attnbook.sampling`: autoregressive sampling (ch. 3)
 - :mod:`attnbook.mha`: multi-head attention in the Keras weight layout (``project``/``attend``, score ``bias``,
   ``process_heads``), per-position key bias, multi-head self-attention as a token mixer (ch. 4);
@@ -28,8 +30,8 @@ One module per concept, in chapter order (a module imports only modules of its o
   evaluation (``scaling=``), windows with attention sinks (``max_offset=``, ``sinks=``) and ``fine_tune`` at a
   longer length (ch. 9)
 - :mod:`attnbook.kv`: what a decoder caches per token (``cache_bytes_per_token``), Ainslie et al.'s mean-pooling
-  of a trained layer's key/value heads (``pool_kv_heads``), chapter 8's model with grouped-query or latent
-  attention (ch. 10; grouped-query and multi-query attention themselves are :mod:`attnbook.mha`'s ``kv_heads=``)
+  of a trained layer's key/value heads (``pool_kv_heads``) (ch. 10; grouped-query and multi-query attention
+  themselves are :mod:`attnbook.mha`'s ``kv_heads=``)
 - :mod:`attnbook.latent`: DeepSeek-V2's multi-head latent attention with its decoupled RoPE key (ch. 10)
 - :mod:`attnbook.corpus`: a fixed subset of CPython's standard-library source, split by file, read as 98
   characters with its SHA-256 checked, and random windows from one split (ch. 11)
@@ -40,6 +42,15 @@ One module per concept, in chapter order (a module imports only modules of its o
   DeltaNet), RWKV-4's WKV as chapter 5's AFT-full with a decay bias, and a multi-head layer with a constant-size
   decoding state (ch. 12)
 - :mod:`attnbook.plotting`: fonts, labels and heat-maps in the page's language
+- :mod:`attnbook.report`: what a chapter prints, in the page's language: ``t`` (sentences through the message
+  catalogue ``locale/ja.po``, keyed by the English text) and ``Table`` (results as a Markdown table on the page,
+  aligned text for nbval)
+- :mod:`attnbook.bugs`: the appendix of attention bugs from real projects: the smallest buggy versions, the
+  correct ones and the properties that catch them, printed as a table by ``check``
+- :mod:`attnbook.experiments`: the measured chapters' stored results (package data, ``experiments.RESULTS``) and
+  the run metadata (``RunInfo``); ``experiments.ch08`` (chapter 8's settings, data and training, which chapters 9
+  and 10 start from) and ``experiments.ch10`` (chapter 8's model with fewer key/value heads or latent attention,
+  associative recall)
 
 Bad input: the contract
 -----------------------
@@ -60,7 +71,8 @@ Errors:
   they must fit, NaN or infinite learning rates, ``noise`` that would make a probability negative);
   token ids, labels and lengths outside their range (``-1`` is never read as "the last class").
 - Value checks on arrays also hold under ``jax.jit`` and ``jax.vmap``: there they are compiled into the
-  program with ``equinox.error_if`` and stop it with the same message (``EquinoxRuntimeError``; under
+  program (in the library's own programs as a returned error, which keeps them cacheable; in a reader's
+  ``jit`` as ``equinox.error_if``) and stop it with the same message (``EquinoxRuntimeError``; under
   plain ``jax.jit`` a ``JaxRuntimeError`` that carries it at its end; in a notebook set up with
   ``plotting.setup`` the message is printed first). Their cost is one comparison and reduction over the
   checked array (token ids, lengths), never over the attention matrix.

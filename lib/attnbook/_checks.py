@@ -9,11 +9,13 @@ Three kinds of check, from cheapest to dearest:
 - **Python arguments** (sizes, rates, flags, random generators and keys): :func:`positive_int`,
   :func:`positive_float`, :func:`probability`, :func:`numpy_rng`, :func:`prng_key`.
 - **Values of arrays** (token ids in range, lengths within a maximum): :func:`values`. On concrete
-  arrays it raises a ``ValueError`` at once; on traced ones (inside ``jit``/``vmap``) it attaches
-  :func:`equinox.error_if` to the array, so the compiled program checks them at run time and stops with
-  an ``EquinoxRuntimeError`` (under ``jax.jit``: a ``JaxRuntimeError`` carrying the same message). The
-  cost is one elementwise comparison and a reduction over the checked array, negligible next to any
-  matrix product of the book, plus one host callback on failure only.
+  arrays it raises a ``ValueError`` at once; on traced ones (inside ``jit``/``vmap``) the compiled program
+  checks them at run time and stops with an ``EquinoxRuntimeError`` (under ``jax.jit``: a
+  ``JaxRuntimeError`` carrying the same message). In the library's own compiled programs (:func:`jit`)
+  the check's result is returned with the program's outputs (``jax.experimental.checkify``), so the
+  program has no host callback and JAX's persistent compilation cache keeps it; elsewhere it is
+  :func:`equinox.error_if`'s callback. The cost is one elementwise comparison and a reduction over the
+  checked array, negligible next to any matrix product of the book.
 
 Every message names the argument, says what was expected and shows what was received.
 """
@@ -30,8 +32,12 @@ import typing
 
 import equinox as eqx
 import jax
+import jax.extend.core
 import jax.numpy as jnp
 import numpy as np
+from jax._src import checkify as _checkify  # private: registering a rule (see _value_check_p)
+from jax.experimental import checkify
+from jax.interpreters import ad, batching, mlir
 
 # ---------------------------------------------------------------------------------------------
 # Python arguments
@@ -44,6 +50,17 @@ def positive_int(name: str, value) -> int:
     if value < 1:
         raise ValueError(f"{name} must be a positive integer, got {value!r}")
     return int(value)
+
+
+def kv_heads(heads: int, kv_heads, heads_name: str) -> int:
+    """``kv_heads`` checked (a positive divisor of ``heads``), ``heads`` for ``None`` (grouped-query attention)."""
+    if kv_heads is None:
+        return heads
+    kv_heads = positive_int("kv_heads", kv_heads)
+    if heads % kv_heads:
+        raise ValueError(f"{heads_name} must be divisible by kv_heads (each key/value head serves a group of "
+                         f"query heads), got {heads_name}={heads}, kv_heads={kv_heads}")
+    return kv_heads
 
 
 def nonnegative_int(name: str, value) -> int:
@@ -291,7 +308,7 @@ def values(name: str, x, bad, expected: str):
     """Reject ``x`` where the boolean array ``bad`` (same shape, computed from ``x``) is True.
 
     Returns ``x``; **use the returned array** downstream: under ``jit`` the check is attached to it
-    (``equinox.error_if``), and an unused result would let XLA drop the check. Concrete input: a
+    (``_value_check_p``, below), and an unused result would let JAX drop the check. Concrete input: a
     ``ValueError`` naming the argument, ``expected`` (e.g. ``"integers in [0, 3)"``) and the first
     offending value with its index. Traced input: the compiled program stops with that message.
     """
@@ -303,7 +320,80 @@ def values(name: str, x, bad, expected: str):
             where = f" at index {index if len(index) > 1 else index[0]}" if index else ""
             raise ValueError(f"{name} must be {expected}, got {got!r}{where}")
         return x
-    return eqx.error_if(x, bad, f"{name} must be {expected}")
+    return _value_check_p.bind(x, bad, message=f"{name} must be {expected}")
+
+
+# A value check inside a compiled program is one primitive, ``attnbook_value_check(x, bad) -> x``, with two
+# meanings chosen after tracing, so that the traced program is the same wherever it runs:
+#
+# - inside the library's compiled entry points (:func:`jit`: ``fit``, the evaluations, decoding), which
+#   run under ``jax.experimental.checkify``, the rule below turns it into a returned error value: the
+#   program has no host callback, so it enters JAX's persistent compilation cache, and :func:`jit` raises
+#   the error after the program returns;
+# - anywhere else (a reader's own ``jax.jit``, ``eqx.filter_jit``, ``jax.vmap``), it is lowered as
+#   ``equinox.error_if``: a host callback that stops the program with the message (such a program is
+#   compiled every time, since XLA bakes callbacks into it).
+#
+# Registering a checkify rule is not public JAX API (``jax._src.checkify``); requirements.lock pins JAX, and
+# tests/test_checks.py checks both meanings and that the entry points' programs are cached.
+
+_value_check_p = jax.extend.core.Primitive("attnbook_value_check")
+
+
+@_value_check_p.def_impl
+def _value_check_impl(x, bad, *, message):  # concrete values under jax.vmap
+    return eqx.error_if(x, jnp.any(bad), message)
+
+
+_value_check_p.def_abstract_eval(lambda x, bad, *, message: x)
+mlir.register_lowering(_value_check_p, mlir.lower_fun(_value_check_impl, multiple_results=False))
+
+
+def _value_check_batch(args, dims, *, message):  # "any of bad": where its batch axis lies does not matter
+    return _value_check_p.bind(*args, message=message), dims[0]
+
+
+def _value_check_jvp(primals, tangents, *, message):  # the identity on x; bad has no tangent
+    return _value_check_p.bind(*primals, message=message), tangents[0]
+
+
+batching.primitive_batchers[_value_check_p] = _value_check_batch
+ad.primitive_jvps[_value_check_p] = _value_check_jvp
+
+
+def _value_check_checkify(error, enabled_errors, x, bad, *, message):
+    if _checkify.FailedCheckError not in enabled_errors:  # someone's checkify without user checks: keep the callback
+        return error, _value_check_p.bind(x, bad, message=message)
+    failed = _checkify.FailedCheckError(_checkify.get_traceback(), message.replace("{", "{{").replace("}", "}}"))
+    return _checkify.assert_func(error, jnp.any(bad), failed), x
+
+
+_checkify.error_checks[_value_check_p] = _value_check_checkify
+
+
+def jit(fn):
+    """``equinox.filter_jit(fn)`` whose value checks (:func:`values`) come back as a value, not a host callback.
+
+    The compiled program returns a ``checkify`` error next to ``fn``'s result; a failed check raises an
+    ``EquinoxRuntimeError`` with its message after the program has run, as ``equinox.filter_jit`` raises it
+    for ``equinox.error_if``. The program has no callback, so JAX's persistent compilation cache keeps it.
+    Called inside someone else's trace (``jax.jit``, ``vmap``, ``grad``), ``fn`` runs as
+    ``equinox.filter_jit(fn)`` and its checks stay in the enclosing program, as callbacks.
+    """
+    plain = eqx.filter_jit(fn)
+    checked = eqx.filter_jit(functools.wraps(fn)(checkify.checkify(fn)))  # fn's name, in the cache's too
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        if any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves((args, kwargs))):
+            return plain(*args, **kwargs)
+        error, out = checked(*args, **kwargs)
+        failed = error.get_exception()
+        if failed is not None:
+            raise eqx.EquinoxRuntimeError(failed.fmt_string.format())
+        return out
+
+    return wrapper
 
 
 # Under plain ``jax.jit`` a failed value check reaches the reader as a ``JaxRuntimeError`` whose text

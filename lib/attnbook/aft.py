@@ -560,6 +560,25 @@ class AFTSimple(eqx.Module):
         q, k, v = self.query(x), self.key_proj(x), self.value(x)
         return self.out(aft_simple(q, k, v, causal=self.causal))
 
+    def init_cache(self, length: int) -> tuple[Float[Array, " d_model"], Float[Array, " d_model"],
+                                               Float[Array, " d_model"]]:
+        """The decoding state, whatever ``length``: the running maximum, numerator and denominator of the causal
+        sum, three ``(d_model,)`` vectors (the protocol of :meth:`attnbook.mha.MultiHeadSelfAttention.step`)."""
+        _checks.positive_int("length", length)
+        d = self.query.weight.shape[1]
+        return jnp.full((d,), jnp.finfo(jnp.float32).min), jnp.zeros((d,)), jnp.zeros((d,))
+
+    def step(self, x: Float[Array, "1 d_model"], cache: tuple, t) -> tuple[Float[Array, "1 d_model"], tuple]:
+        """One decoding step: ``sigmoid(q_t) * sum_{t'<=t} exp(k_t') v_t' / sum_{t'<=t} exp(k_t')`` for the new row
+        ``x (1, d_model)``, per channel, the sums kept rescaled to their running maximum
+        (:func:`attnbook.attention.merge_softmax_sums`). ``t`` is not needed (no positions); a causal layer only."""
+        if not self.causal:
+            raise ValueError("step decodes one token at a time and needs a causal layer")
+        m, num, den = cache
+        q, k, v = self.query(x)[0], self.key_proj(x)[0], self.value(x)[0]
+        top, den, num = merge_softmax_sums((m, den, num), (k, jnp.ones_like(k), v))
+        return self.out((jax.nn.sigmoid(q) * num / den)[None]), (top, num, den)
+
 
 class AFTConv(eqx.Module):
     """AFT-conv layer (Eq. 6): ``heads`` keys per position, one learned kernel of size ``window`` per head.

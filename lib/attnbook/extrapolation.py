@@ -372,7 +372,7 @@ def loss_per_position(model: PositionModel, inputs: Int[Array, "N T"], targets: 
     return jnp.mean(_eval_loss(model, inputs, targets, max_offset, scaling, sinks, renumber), axis=0)
 
 
-@eqx.filter_jit
+@_checks.jit
 def _eval_loss(model, inputs, targets, max_offset=None, scaling=None, sinks=0, renumber=False):
     return train_module.cross_entropy(
         jax.vmap(lambda t: model(t, max_offset, scaling=scaling, sinks=sinks, renumber=renumber))(inputs), targets)
@@ -396,7 +396,7 @@ def far_attention_fraction(model: PositionModel, inputs: Int[Array, "N T"], offs
     return np.asarray(_far_fraction(model, inputs, offset, start))
 
 
-@eqx.filter_jit
+@_checks.jit
 def _far_fraction(model, inputs, offset, start):
     pos = jnp.arange(inputs.shape[1])
     far = (pos[:, None] - pos[None, :]) >= offset  # [i, j]
@@ -477,59 +477,12 @@ def fine_tune(models: PositionModel, inputs: Int[Array, "seeds steps batch T"], 
     return out
 
 
-@eqx.filter_jit
+@_checks.jit
 def _fine_tune_steps(params, state, static, loss_fn, optimizer, batches):
-    step, _ = train_module._training_step(static, loss_fn, optimizer)
+    step, _ = train_module.training_step(static, loss_fn, optimizer)
 
     def one(params, state, batches):
         (params, state), _ = jax.lax.scan(step, (params, state), batches)
         return params, state
 
     return jax.vmap(one)(params, state, batches)
-
-
-# ---------------------------------------------------------------------------------------------
-# Chapter 8's experiment, shared by the chapter and bench/positions_extrapolation.py
-
-SETTINGS = dict(vocab_size=8, order=2, concentration=0.2, train_length=32, steps=300, batch_size=32,
-                learning_rate=3e-3, d_model=32, depth=2, heads=4, eval_sequences=128, table_seed=0, eval_seed=1)
-"""The sizes of chapter 8's experiment (the bench script stores them beside its results)."""
-
-
-def experiment_table() -> np.ndarray:
-    """The transition table of chapter 8's chain (``SETTINGS``: order 2 over 8 symbols)."""
-    s = SETTINGS
-    return markov_table(s["vocab_size"], s["order"], concentration=s["concentration"],
-                        rng=np.random.default_rng(s["table_seed"]))
-
-
-def experiment_training_data(seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Seed ``seed``'s minibatches ``(steps, batch, L)`` of inputs and targets, from ``default_rng(1000 + seed)``."""
-    s = SETTINGS
-    seed = _checks.nonnegative_int("seed", seed)
-    x, y, _ = markov_data(experiment_table(), s["order"], s["steps"] * s["batch_size"], s["train_length"],
-                          rng=np.random.default_rng(1000 + seed))
-    shape = (s["steps"], s["batch_size"], s["train_length"])
-    return x.reshape(shape), y.reshape(shape)
-
-
-def experiment_eval_data(multiple: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Held-out sequences ``multiple`` times the training length: inputs, targets, optimal loss.
-
-    Every length is a prefix of the same sequences: :func:`markov_data` draws them one position at a time,
-    so the first ``T`` tokens of the ``8L`` set are the ``T``-token set (the seed is ``100 eval_seed + 8``).
-    """
-    s = SETTINGS
-    multiple = _checks.positive_int("multiple", multiple)
-    return markov_data(experiment_table(), s["order"], s["eval_sequences"], multiple * s["train_length"],
-                       rng=np.random.default_rng(s["eval_seed"] * 100 + 8))
-
-
-def experiment_train(encoding: str, seeds) -> tuple[PositionModel, np.ndarray]:
-    """:func:`train` with chapter 8's settings and each seed's own data."""
-    s = SETTINGS
-    data = [experiment_training_data(seed) for seed in seeds]
-    inputs = np.stack([d[0] for d in data])
-    targets = np.stack([d[1] for d in data])
-    return train(encoding, seeds, inputs, targets, vocab_size=s["vocab_size"], learning_rate=s["learning_rate"],
-                 d_model=s["d_model"], depth=s["depth"], heads=s["heads"])

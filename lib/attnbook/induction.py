@@ -153,7 +153,7 @@ def _run(model, tokens, ablated, replacement):
     return model.head(x), jnp.stack(weights), jnp.stack(outputs)
 
 
-@eqx.filter_jit
+@_checks.jit
 def _run_batch(model, inputs, ablated, replacement):
     return jax.vmap(lambda t: _run(model, t, ablated, replacement))(inputs)
 

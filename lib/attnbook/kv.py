@@ -10,10 +10,10 @@ and lives in :mod:`attnbook.latent`. This module holds what the chapter measures
   GQA and MQA; ``r + d_h^R`` for MLA);
 - :func:`pool_kv_heads`: Ainslie et al.'s conversion of a trained multi-head layer (or every one in a model)
   into ``G`` key/value heads, by mean-pooling the key and value projections of each group ("uptraining" then
-  fine-tunes the converted model briefly);
-- :func:`gqa_position_model`, :func:`mla_position_model` and :func:`experiment_train`: chapter 8's Markov task
-  and model with ``kv_heads`` key/value heads per layer, or with latent attention, for the chapter's runs
-  (``bench/kv_heads_quality.py``).
+  fine-tunes the converted model briefly).
+
+Chapter 10's experiment (chapter 8's task and model with ``kv_heads`` key/value heads per layer or with latent
+attention, and the associative-recall task) is :mod:`attnbook.experiments.ch10`.
 """
 
 from __future__ import annotations
@@ -21,15 +21,10 @@ from __future__ import annotations
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import numpy as np
-import optax
 
 from . import _checks
-from . import extrapolation as ex
-from . import train as train_module
 from .latent import MultiHeadLatentAttention
-from .mha import MultiHeadAttention, MultiHeadSelfAttention, _check_kv_heads
-from .nn import FeedForward
+from .mha import MultiHeadAttention, MultiHeadSelfAttention
 
 POOLING = ("mean", "first")
 """How :func:`pool_kv_heads` merges a group's key/value heads: their mean (Ainslie et al.'s choice) or the
@@ -58,7 +53,7 @@ def cache_bytes_per_token(layer, *, itemsize: int = 4) -> int:
 
 
 def _pool_layer(layer: MultiHeadAttention, kv_heads: int, method: str) -> MultiHeadAttention:
-    groups = _check_kv_heads(layer.kv_heads, kv_heads, "the layer's kv_heads")
+    groups = _checks.kv_heads(layer.kv_heads, kv_heads, "the layer's kv_heads")
     if groups == layer.kv_heads:
         return layer
     size = layer.kv_heads // groups  # old key/value heads merged into each new one
@@ -102,236 +97,4 @@ def pool_kv_heads(model, kv_heads: int, *, method: str = "mean"):
     return jax.tree.map(lambda x: _pool_layer(x, kv_heads, method) if is_mha(x) else x, model, is_leaf=is_mha)
 
 
-# ---------------------------------------------------------------------------------------------
-# Chapter 10's experiment: chapter 8's task and model, with fewer key/value heads
-
-
-def gqa_position_model(kv_heads: int, *, seed: int, encoding: str = "rope", **sizes) -> ex.PositionModel:
-    """Chapter 8's model (:class:`~attnbook.extrapolation.PositionModel`, its ``SETTINGS`` sizes unless given)
-    with ``kv_heads`` key/value heads in every block.
-
-    The initial weights are chapter 8's for ``jax.random.key(seed)``; with ``kv_heads < heads`` each group keeps
-    the initial key and value projections of its first head (:func:`pool_kv_heads` with ``method="first"``),
-    so every ``kv_heads`` starts from the same queries, outputs, embeddings and feed-forward layers, and its
-    key/value weights from the same distribution. ``kv_heads = heads`` is chapter 8's model exactly.
-    """
-    s = ex.SETTINGS
-    seed = _checks.nonnegative_int("seed", seed)
-    options = {**dict(vocab_size=s["vocab_size"], d_model=s["d_model"], depth=s["depth"], heads=s["heads"],
-                      train_length=s["train_length"]), **sizes}
-    model = ex.PositionModel(encoding, key=jax.random.key(seed), **options)
-    kv_heads = _check_kv_heads(model.heads, kv_heads, "heads")
-    return pool_kv_heads(model, kv_heads, method="first")
-
-
-def equal_parameter_width(kv_heads: int, **sizes) -> int:
-    """The feed-forward width that gives :func:`gqa_position_model` ``(kv_heads)`` as many parameters as chapter 8's
-    multi-head model (``kv_heads = heads``), to the nearest hidden unit.
-
-    Grouped-query attention drops ``(d_model + 1) (heads - G) (key_dim + value_dim)`` numbers of key/value
-    projections per layer; a hidden unit of the feed-forward layer costs ``2 d_model + 1``. As in Llama 2
-    (Touvron et al. 2023, section A.2.1), the freed parameters go back to the feed-forward layers: the width is
-    ``4 d_model`` plus the nearest whole number of units. ``kv_heads = heads`` gives ``4 d_model``.
-    """
-    s = dict(ex.SETTINGS, **sizes)
-    d_model, heads = s["d_model"], s["heads"]
-    kv_heads = _check_kv_heads(heads, kv_heads, "heads")
-    head_dim = d_model // heads
-    freed = (d_model + 1) * (heads - kv_heads) * 2 * head_dim
-    return 4 * d_model + int(round(freed / (2 * d_model + 1)))
-
-
-def equal_parameter_model(kv_heads: int, *, seed: int, **sizes) -> ex.PositionModel:
-    """:func:`gqa_position_model` with its parameters given back: every block's feed-forward layer widened to
-    :func:`equal_parameter_width` hidden units, so the model has as many parameters as the multi-head one (to
-    within one hidden unit per block, ``2 d_model + 1`` numbers).
-
-    The wider feed-forward layers start Glorot-uniform from ``fold_in(key(seed), 2000 + block)`` (the other
-    weights are :func:`gqa_position_model`'s); ``kv_heads = heads`` returns chapter 8's model unchanged.
-    """
-    model = gqa_position_model(kv_heads, seed=seed, **sizes)
-    width = equal_parameter_width(kv_heads, **sizes)
-    d_model = model.embedding.shape[1]
-    if width == 4 * d_model:
-        return model
-    wide = tuple(FeedForward(d_model, width, key=jax.random.fold_in(jax.random.key(seed), 2000 + b))
-                 for b in range(len(model.blocks)))
-    return eqx.tree_at(lambda m: tuple(block.feed_forward for block in m.blocks), model, wide)
-
-
-def mla_position_model(rank: int, *, rope_dim: int = 4, seed: int, **sizes) -> ex.PositionModel:
-    """Chapter 8's model with multi-head latent attention (:class:`~attnbook.latent.MultiHeadLatentAttention`,
-    latent of size ``rank``, decoupled RoPE of size ``rope_dim``, heads of ``d_model / heads`` features) as the
-    mixer of every block.
-
-    It is chapter 8's ``"nope"`` :class:`~attnbook.extrapolation.PositionModel` for ``jax.random.key(seed)``
-    (whose embeddings, feed-forward layers and read-out are those of its RoPE model) with each block's attention
-    replaced: the model adds no positions of its own, and the latent layer rotates its decoupled query and key
-    parts. The latent layers start Glorot-uniform from ``fold_in(key(seed), 1000 + block)``.
-    """
-    s = ex.SETTINGS
-    seed = _checks.nonnegative_int("seed", seed)
-    rank = _checks.positive_int("rank", rank)
-    options = {**dict(vocab_size=s["vocab_size"], d_model=s["d_model"], depth=s["depth"], heads=s["heads"],
-                      train_length=s["train_length"]), **sizes}
-    model = ex.PositionModel("nope", key=jax.random.key(seed), **options)
-    d_model, heads = options["d_model"], options["heads"]
-    mixers = tuple(MultiHeadLatentAttention(d_model, heads, d_model // heads, rank, rope_dim,
-                                            key=jax.random.fold_in(jax.random.key(seed), 1000 + b))
-                   for b in range(len(model.blocks)))
-    return eqx.tree_at(lambda m: tuple(block.mixer for block in m.blocks), model, mixers)
-
-
-_LOSS = train_module.classification_loss(lambda model, tokens: model(tokens))
-"""Mean next-token cross-entropy of a batch ``(inputs (N, T), targets (N, T))``."""
-
-
-def fit(models, inputs, targets, *, learning_rate: float | None = None):
-    """Train stacked-able ``models`` (one per run) on ``inputs, targets (runs, steps, batch, T)`` with Adam:
-    :func:`attnbook.train.fit_seeds` with chapter 8's learning rate unless given. Returns ``(models, losses)``."""
-    learning_rate = ex.SETTINGS["learning_rate"] if learning_rate is None else learning_rate
-    learning_rate = _checks.positive_float("learning_rate", learning_rate)
-    return train_module.fit_seeds(list(models), _LOSS, (np.asarray(inputs), np.asarray(targets)),
-                                  optimizer=optax.adam(learning_rate))
-
-
-def experiment_models(kv_heads: int | None, seeds, *, encoding: str = "rope", rank: int | None = None,
-                      rope_dim: int = 4, equal_parameters: bool = False) -> list[ex.PositionModel]:
-    """The untrained models of :func:`experiment_train`, one per seed: :func:`gqa_position_model`, or with
-    ``equal_parameters`` :func:`equal_parameter_model`, or with ``rank`` given :func:`mla_position_model`."""
-    if isinstance(seeds, (str, bytes)) or not hasattr(seeds, "__iter__"):
-        raise TypeError(f"seeds must be a sequence of integers, got {_checks.describe(seeds)}")
-    seeds = [_checks.nonnegative_int(f"seeds[{i}]", s) for i, s in enumerate(seeds)]
-    if (rank is None) == (kv_heads is None):
-        raise ValueError(f"give exactly one of kv_heads (grouped-query) and rank (latent attention), "
-                         f"got kv_heads={kv_heads!r}, rank={rank!r}")
-    if rank is not None:
-        return [mla_position_model(rank, rope_dim=rope_dim, seed=seed) for seed in seeds]
-    if equal_parameters:
-        if encoding != "rope":
-            raise ValueError(f"equal_parameters is for the RoPE models, got encoding={encoding!r}")
-        return [equal_parameter_model(kv_heads, seed=seed) for seed in seeds]
-    return [gqa_position_model(kv_heads, seed=seed, encoding=encoding) for seed in seeds]
-
-
-def experiment_train(kv_heads: int, seeds, *, encoding: str = "rope", rank: int | None = None,
-                     rope_dim: int = 4, equal_parameters: bool = False) -> tuple[ex.PositionModel, np.ndarray]:
-    """Chapter 8's training run (its settings, each seed's own data) for :func:`gqa_position_model` models, or,
-    with ``rank`` given, :func:`mla_position_model` models (then ``kv_heads`` must be ``None``).
-
-    With ``equal_parameters`` the grouped models get their freed parameters back in wider feed-forward layers
-    (:func:`equal_parameter_model`). Returns the trained models stacked (take one with
-    :func:`attnbook.extrapolation.select`) and the training losses ``(seeds, steps)``. ``kv_heads = heads`` with
-    ``encoding="rope"`` repeats chapter 8's RoPE runs.
-    """
-    models = experiment_models(kv_heads, seeds, encoding=encoding, rank=rank, rope_dim=rope_dim,
-                               equal_parameters=equal_parameters)
-    data = [ex.experiment_training_data(seed) for seed in seeds]
-    return fit(models, np.stack([d[0] for d in data]), np.stack([d[1] for d in data]))
-
-
-__all__ = ["POOLING", "cache_bytes_per_token", "pool_kv_heads", "gqa_position_model", "equal_parameter_width",
-           "equal_parameter_model", "mla_position_model", "fit", "experiment_models", "experiment_train"]
-
-
-# ---------------------------------------------------------------------------------------------
-# A task on which the cache can matter: multi-query associative recall (Arora et al. 2023, "Zoology")
-
-RECALL = dict(keys=16, values=16, pairs=4, d_model=32, heads=8, depth=2, encoding="learned", steps=2000,
-              batch_size=32, learning_rate=3e-3, eval_sequences=256, eval_seed=1)
-"""The sizes of chapter 10's recall runs (``bench/kv_heads_recall.py``): 8 query heads of 4 features, learned
-absolute positions, 2000 Adam steps.
-
-The pilot (2026-11-26, one seed each, 600 steps, 8 key/value heads) chose the encoding: with RoPE on heads of 4
-features the model stalled near ln 4 nats on the recalled values (it had learned which 4 values the sequence holds,
-not which key each belongs to; accuracy 0.35-0.46, also at learning rates 0.001 and 0.01 with a warm-up, with 8
-keys and values, with 4 heads of 8 features, and at d_model 64), while learned absolute positions reached 0.83 at
-600 steps and 0.99 at 1000 (seed 1). A head of 4 features has only two RoPE frequencies, 1 and 0.01 radians per
-token, and at 1 radian offsets 1 and 7 look alike (cos 6 = 0.96), so the previous-token head that the recall
-circuit needs is hard to form; a learned position table has no such aliasing."""
-
-
-def associative_recall(num: int, *, rng: np.random.Generator, keys: int = 16, values: int = 16, pairs: int = 4
-                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Multi-query associative recall (MQAR, Arora et al. 2023): ``num`` sequences of ``4 pairs`` tokens.
-
-    Each sequence lists ``pairs`` key-value pairs ``k_1 v_1 ... k_n v_n`` (distinct keys drawn from tokens
-    ``0 .. keys - 1``, values from ``keys .. keys + values - 1``, uniformly and independently), then asks for every
-    key again in a random order, each followed by its value: ``k_{p(1)} v_{p(1)} ...``. The model must predict
-    each asked key's value, which is determined by the first half: the optimal loss on those positions is 0.
-
-    Returns ``inputs (num, 4 pairs)``, next-token ``targets`` (the last target is 0, never scored) and a float
-    ``mask`` that is 1 at the positions of the asked keys (where the target is a recalled value), 0 elsewhere.
-    """
-    num = _checks.nonnegative_int("num", num)
-    keys, values, pairs = (_checks.positive_int(n, v) for n, v in (("keys", keys), ("values", values),
-                                                                    ("pairs", pairs)))
-    if pairs > keys:
-        raise ValueError(f"pairs must be at most keys (the keys of a sequence are distinct), got pairs={pairs}, "
-                         f"keys={keys}")
-    length = 4 * pairs
-    k = np.argsort(rng.random((num, keys)), axis=1)[:, :pairs]
-    v = keys + rng.integers(0, values, (num, pairs))
-    order = np.argsort(rng.random((num, pairs)), axis=1)
-    seq = np.zeros((num, length + 1), np.int64)
-    seq[:, 0:2 * pairs:2], seq[:, 1:2 * pairs:2] = k, v
-    seq[:, 2 * pairs:length:2] = np.take_along_axis(k, order, 1)
-    seq[:, 2 * pairs + 1:length + 1:2] = np.take_along_axis(v, order, 1)
-    mask = np.zeros((num, length), np.float32)
-    mask[:, 2 * pairs::2] = 1.0
-    return seq[:, :length], seq[:, 1:], mask
-
-
-def _masked_loss(model, xs, ys, mask):
-    """Mean cross-entropy over the positions where ``mask`` is 1 (the recalled values)."""
-    ce = train_module.cross_entropy(jax.vmap(model)(xs), ys)
-    return (ce * mask).sum() / mask.sum()
-
-
-def recall_models(kv_heads: int, seeds) -> list[ex.PositionModel]:
-    """Chapter 8's model with :data:`RECALL`'s sizes and encoding (8 heads of 4 features, learned absolute
-    positions) and ``kv_heads`` key/value heads, one per seed: :func:`gqa_position_model`'s construction (each
-    group keeps its first head's initial weights)."""
-    r = RECALL
-    vocab = r["keys"] + r["values"]
-    return [gqa_position_model(kv_heads, seed=_checks.nonnegative_int("seed", s), encoding=r.get("encoding", "rope"),
-                               vocab_size=vocab, d_model=r["d_model"], depth=r["depth"], heads=r["heads"],
-                               train_length=4 * r["pairs"])
-            for s in seeds]
-
-
-def recall_data(seed: int, steps: int | None = None) -> tuple[np.ndarray, ...]:
-    """Seed ``seed``'s training minibatches ``(steps, batch, 4 pairs)``: inputs, targets, mask, from
-    ``default_rng(1000 + seed)``."""
-    r = RECALL
-    steps = r["steps"] if steps is None else _checks.positive_int("steps", steps)
-    arrays = associative_recall(steps * r["batch_size"], rng=np.random.default_rng(1000 + seed), keys=r["keys"],
-                                values=r["values"], pairs=r["pairs"])
-    return tuple(a.reshape(steps, r["batch_size"], -1) for a in arrays)
-
-
-def recall_train(kv_heads: int, seeds, steps: int | None = None) -> tuple[ex.PositionModel, np.ndarray]:
-    """:func:`recall_models` trained with Adam on each seed's :func:`recall_data`, the loss on the recalled values
-    only. Returns the stacked models and the training losses ``(seeds, steps)``."""
-    seeds = list(seeds)
-    data = [recall_data(s, steps) for s in seeds]
-    return train_module.fit_seeds(recall_models(kv_heads, seeds), _masked_loss,
-                                  tuple(np.stack([d[i] for d in data]) for i in range(3)),
-                                  optimizer=optax.adam(RECALL["learning_rate"]))
-
-
-def recall_eval(model) -> tuple[float, float]:
-    """Held-out loss (nats) and accuracy of one model on the recalled values of :data:`RECALL`'s evaluation
-    sequences (``default_rng(eval_seed)``)."""
-    r = RECALL
-    x, y, m = associative_recall(r["eval_sequences"], rng=np.random.default_rng(r["eval_seed"]), keys=r["keys"],
-                                 values=r["values"], pairs=r["pairs"])
-    logits = np.asarray(jax.jit(jax.vmap(model))(x))
-    logits = logits - logits.max(-1, keepdims=True)
-    logp = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
-    ce = -np.take_along_axis(logp, y[..., None], -1)[..., 0]
-    acc = logits.argmax(-1) == y
-    return float((ce * m).sum() / m.sum()), float((acc * m).sum() / m.sum())
-
-
-__all__ += ["RECALL", "associative_recall", "recall_models", "recall_data", "recall_train", "recall_eval"]
+__all__ = ["POOLING", "cache_bytes_per_token", "pool_kv_heads"]

@@ -465,10 +465,10 @@ class LinearAttention(eqx.Module):
     w_k: jax.Array
     w_v: jax.Array
     w_o: jax.Array
-    w_gate: jax.Array  # (d_model, heads, 2): beta and dt projections (used by the rules that need them)
-    gate_bias: jax.Array  # (heads, 2)
-    decay_logit: jax.Array  # (heads,): retention's (fixed) and decay's (learned) gamma = sigmoid(decay_logit)
-    a_log: jax.Array  # (heads,): ssd's and gated-delta's A = -exp(a_log)
+    w_gate: jax.Array | None  # (d_model, heads, 2): beta and dt projections (delta, gated-delta, ssd; else None)
+    gate_bias: jax.Array | None  # (heads, 2)
+    decay_logit: jax.Array | None  # (heads,): gamma = sigmoid(decay_logit) (retention: fixed, decay: learned)
+    a_log: jax.Array | None  # (heads,): A = -exp(a_log) (ssd, gated-delta)
     w_conv: jax.Array | None  # (conv, heads, 2 key_dim + value_dim): the short causal convolution, or None
     rule: str = eqx.field(static=True)
     form: str = eqx.field(static=True)
@@ -496,6 +496,13 @@ class LinearAttention(eqx.Module):
         gammas = retnet_gammas(heads)
         self.decay_logit = jnp.asarray(np.log(gammas / (1.0 - gammas)), jnp.float32)
         self.a_log = jnp.zeros((heads,))
+        # only the parameters the rule reads, so that count_parameters counts what is trained
+        if rule not in ("delta", "gated-delta", "ssd"):
+            self.w_gate = self.gate_bias = None
+        if rule not in ("retention", "decay"):
+            self.decay_logit = None
+        if rule not in ("gated-delta", "ssd"):
+            self.a_log = None
         conv = _checks.nonnegative_int("conv", conv)
         width = 2 * key_dim + value_dim
         self.w_conv = (nn.init(jax.random.fold_in(key, 1), (conv, heads, width), "fan-in", fan_in=conv)
@@ -541,9 +548,9 @@ class LinearAttention(eqx.Module):
         qkv = jnp.moveaxis(qkv, 0, 1)  # (heads, T, 2 key_dim + value_dim)
         dk = self.key_dim
         q, k, v = qkv[..., :dk], qkv[..., dk:2 * dk], qkv[..., 2 * dk:]
-        gates = jnp.einsum("td,dhc->htc", x, self.w_gate) + self.gate_bias[:, None]
-        beta = jax.nn.sigmoid(gates[..., 0])
-        dt = jax.nn.softplus(gates[..., 1])
+        if self.w_gate is not None:
+            gates = jnp.einsum("td,dhc->htc", x, self.w_gate) + self.gate_bias[:, None]
+            beta, dt = jax.nn.sigmoid(gates[..., 0]), jax.nn.softplus(gates[..., 1])
         zeros = jnp.zeros(q.shape[:2], q.dtype)
         g, b = zeros, None
         if self.rule == "linear":
@@ -584,11 +591,12 @@ class LinearAttention(eqx.Module):
         nn.features("x", x, self.w_q.shape[0], "d_model")
         form = self.form if form is None else _form(form)
         (q, k, v, g, b), _ = self._inputs(x)
-        heads_out = jax.vmap(lambda *a: _masked_linear(*a, form, self.chunk), in_axes=(0, 0, 0, 0, None if b is None else 0))(
-            q, k, v, g, b)
+        per_head = lambda *a: _masked_linear(*a, form, self.chunk)
+        heads_out = jax.vmap(per_head, in_axes=(0, 0, 0, 0, None if b is None else 0))(q, k, v, g, b)
         return self._output(heads_out)
 
-    def init_cache(self, length: int) -> tuple[Float[Array, "heads key_dim state_dim"], Float[Array, "window heads width"]]:
+    def init_cache(self, length: int
+                   ) -> tuple[Float[Array, "heads key_dim state_dim"], Float[Array, "window heads width"]]:
         """The decoding state: every head's ``(key_dim, value_dim)`` matrix ``S`` (``value_dim + 1`` columns for
         ``"linear"``, whose last is the normaliser ``sum phi(k)``), zeros, and the convolution's last ``conv - 1``
         input rows ``(conv - 1, heads, 2 key_dim + value_dim)`` (no rows without a convolution). ``length`` is

@@ -2,15 +2,48 @@
 
 A boolean mask ``mask[i, j]`` is True where query ``i`` may attend to key ``j``, the
 convention of ``jax.nn.dot_product_attention`` and ``equinox.nn.MultiheadAttention``.
+Chapter 3's experiments train :class:`MaskedSelfAttention`, a single-head layer with a mask of their choice.
 Chapter 9 adds the causal sliding window (:func:`sliding_window_mask`).
 """
 
 from __future__ import annotations
 
+import equinox as eqx
+import jax
 import jax.numpy as jnp
-from jaxtyping import Array, Bool, Int
+from jaxtyping import Array, Bool, Float, Int
 
 from . import _checks
+from .attention import SelfAttention
+
+
+class MaskedSelfAttention(eqx.Module):
+    """A non-causal :class:`~attnbook.attention.SelfAttention` under a fixed ``mask`` (any ``(T, T)`` boolean, the
+    causal one or the sources' reversed one), read at every token or, with ``read``, at one token.
+
+    ``mask`` and ``read`` are arrays, not static fields, so one compiled training program serves every mask and
+    read-out position; ``train.fit`` trains only the floating-point leaves, the layer's weights.
+    """
+
+    attention: SelfAttention
+    mask: jax.Array
+    read: jax.Array | None = None
+
+    def __init__(self, attention: SelfAttention, mask, read: int | None = None):
+        if not isinstance(attention, SelfAttention) or attention.causal:
+            raise TypeError("attention must be a SelfAttention with causal=False (the mask says what is seen)")
+        mask = jnp.asarray(mask)
+        if mask.dtype != jnp.bool_ or mask.ndim != 2 or mask.shape[0] != mask.shape[1]:
+            raise TypeError(f"mask must be a square boolean (T, T) array, got {mask.dtype} of shape {mask.shape}")
+        if read is not None and not (isinstance(read, int) and -mask.shape[0] <= read < mask.shape[0]):
+            raise ValueError(f"read must be a token index in [0, {mask.shape[0]}) or None, got {read!r}")
+        self.attention, self.mask = attention, mask
+        self.read = None if read is None else jnp.asarray(read % mask.shape[0])
+
+    def __call__(self, x: Float[Array, "T d_in"]) -> Float[Array, "*T d_out"]:
+        """The outputs ``(T, d_out)`` of every token, or ``(d_out,)`` of token ``read``."""
+        out = self.attention(x, self.mask)[0]
+        return out if self.read is None else out[self.read]
 
 
 def causal_mask(length: int) -> Bool[Array, "length length"]:

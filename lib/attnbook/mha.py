@@ -99,7 +99,7 @@ class MultiHeadAttention(eqx.Module):
         key_dim = _checks.positive_int("key_dim", key_dim)
         value_dim = key_dim if value_dim is None else _checks.positive_int("value_dim", value_dim)
         d_out = d_model if d_out is None else _checks.positive_int("d_out", d_out)
-        groups = _check_kv_heads(heads, kv_heads, "num_heads")
+        groups = _checks.kv_heads(heads, kv_heads, "num_heads")
         key = _checks.prng_key("key", key)
         self.w_q, self.w_k, self.w_v, self.w_o = nn.init(
             key, ((d_model, heads, key_dim), (d_model, groups, key_dim), (d_model, groups, value_dim),
@@ -340,17 +340,6 @@ class MultiHeadAttention(eqx.Module):
         return self.attend(q, k, v, mask, bias)
 
 
-def _check_kv_heads(heads: int, kv_heads, heads_name: str) -> int:
-    """``kv_heads`` checked (a positive divisor of ``heads``), ``heads`` for ``None``."""
-    if kv_heads is None:
-        return heads
-    kv_heads = _checks.positive_int("kv_heads", kv_heads)
-    if heads % kv_heads:
-        raise ValueError(f"{heads_name} must be divisible by kv_heads (each key/value head serves a group of "
-                         f"query heads), got {heads_name}={heads}, kv_heads={kv_heads}")
-    return kv_heads
-
-
 def parameter_count(layer: MultiHeadAttention) -> int:
     """Number of trainable numbers in ``layer`` (751 for d_model 7, 3 heads, key_dim 8)."""
     if not isinstance(layer, MultiHeadAttention):  # any other pytree would be counted without a word
@@ -385,7 +374,7 @@ class MultiHeadSelfAttention(eqx.Module):
             raise ValueError(f"d_model must be divisible by heads, got d_model={d_model}, heads={heads}")
         if init not in ("glorot", "fan-in"):
             raise ValueError(f"init must be 'glorot' or 'fan-in', got {init!r}")
-        groups = _check_kv_heads(heads, kv_heads, "heads")
+        groups = _checks.kv_heads(heads, kv_heads, "heads")
         key = _checks.prng_key("key", key)
         layer = MultiHeadAttention(d_model, heads, d_model // heads, kv_heads=groups, key=key)
         if init == "fan-in":
@@ -418,3 +407,102 @@ class MultiHeadSelfAttention(eqx.Module):
         nn.features("x", x, self.attention.d_model, "d_model")
         mask = masking.causal_mask(x.shape[0]) if self.causal else None
         return self.attention(x, x, x, mask, bias, process_heads=process_heads)[0]
+
+    # The decoding protocol of every layer that decodes one token at a time (this one, AFT-simple, latent
+    # attention): ``cache = layer.init_cache(length)``, then ``y, cache = layer.step(x, cache, t)`` per position.
+
+    def init_cache(self, length: int) -> tuple[Float[Array, "length kv_heads key_dim"],
+                                               Float[Array, "length kv_heads value_dim"]]:
+        """An empty cache for ``length`` tokens: keys ``(length, kv_heads, key_dim)`` and values
+        ``(length, kv_heads, value_dim)``, zero until :meth:`step` writes row ``t`` (``kv_heads = heads`` unless
+        the layer shares its keys and values, chapter 10)."""
+        length = _checks.positive_int("length", length)
+        mha = self.attention
+        return jnp.zeros((length, mha.kv_heads, mha.key_dim)), jnp.zeros((length, mha.kv_heads, mha.value_dim))
+
+    def step(self, x: Float[Array, "1 d_model"], cache: tuple, t) -> tuple[Float[Array, "1 d_model"], tuple]:
+        """One decoding step: the output for the new row ``x (1, d_model)`` at position ``t`` and the cache with
+        its key and value written at row ``t`` (in place under jit). Attends over the cache rows ``<= t``, which
+        is the causal layer's row ``t``; a causal layer only."""
+        if not self.causal:
+            raise ValueError("step decodes one token at a time and needs a causal layer")
+        mha = self.attention
+        k_cache, v_cache = cache
+        q, k, v = mha.project(x, x, x)
+        k_cache = jax.lax.dynamic_update_slice(k_cache, k, (t, 0, 0))
+        v_cache = jax.lax.dynamic_update_slice(v_cache, v, (t, 0, 0))
+        visible = (jnp.arange(k_cache.shape[0]) <= t)[None]  # (1, length): the rows written so far
+        return mha.attend(q, k_cache, v_cache, visible)[0], (k_cache, v_cache)
+
+def to_equinox(layer: MultiHeadAttention) -> eqx.nn.MultiheadAttention:
+    """``equinox.nn.MultiheadAttention`` with the weights of ``layer`` (chapter 4's independent reference).
+
+    Equinox stores each projection as a ``Linear`` whose weight is ``(out, in)``, the heads one after another along
+    the output axis: the Keras kernels are reshaped head by head. Only a layer without shared key/value heads and
+    without the per-position key bias has an Equinox twin.
+    """
+    if not isinstance(layer, MultiHeadAttention):
+        raise TypeError(f"layer must be a MultiHeadAttention, got {type(layer).__name__}")
+    if layer.kv_heads != layer.num_heads or layer.b_k.ndim != 2:
+        raise ValueError("only a layer with num_heads key/value heads and no per-position key bias has an Equinox twin")
+    d, h, k = layer.w_q.shape
+    v, d_out = layer.w_v.shape[2], layer.w_o.shape[2]
+    # Only Equinox's structure is needed, not its random weights: eval_shape builds it without drawing them.
+    reference = eqx.filter_eval_shape(
+        eqx.nn.MultiheadAttention, num_heads=h, query_size=d, output_size=d_out, qk_size=k, vo_size=v,
+        use_query_bias=True, use_key_bias=True, use_value_bias=True, use_output_bias=True, key=jax.random.key(0))
+    return eqx.tree_at(
+        lambda m: [m.query_proj.weight, m.query_proj.bias, m.key_proj.weight, m.key_proj.bias,
+                   m.value_proj.weight, m.value_proj.bias, m.output_proj.weight, m.output_proj.bias],
+        reference,
+        [layer.w_q.reshape(d, h * k).T, layer.b_q.ravel(), layer.w_k.reshape(d, h * k).T, layer.b_k.ravel(),
+         layer.w_v.reshape(d, h * v).T, layer.b_v.ravel(), layer.w_o.reshape(h * v, d_out).T, layer.b_o])
+
+
+class SelfAttentionModel(eqx.Module):
+    """Chapter 4's model: ``x (T, d) ->`` the multi-head self-attention of ``x`` (output, weights), with a learned
+    position table ``positions (T, d)`` added to the tokens first when there is one."""
+
+    attention: MultiHeadAttention
+    positions: jax.Array | None = None
+
+    def __call__(self, x: jax.Array) -> tuple[jax.Array, jax.Array]:
+        if self.positions is not None:
+            x = x + self.positions
+        return self.attention(x, x, x)
+
+
+def mse(model: eqx.Module, xs: jax.Array, ys: jax.Array) -> jax.Array:
+    """Mean squared error of ``model``'s outputs on a batch ``xs (N, T, d)`` against ``ys (N, T, d_out)``."""
+    outputs = jax.vmap(lambda x: model(x)[0])(xs)
+    return jnp.mean((outputs - ys) ** 2)
+
+
+@eqx.filter_jit
+def all_weights(model: eqx.Module, xs: jax.Array) -> jax.Array:
+    """Every input's attention weights, ``(N, heads, T, T)``."""
+    return jax.vmap(model)(xs)[1]
+
+
+@eqx.filter_jit
+def evaluate(model: eqx.Module, xs: jax.Array, ys: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Mean squared error and the attention weights averaged over the data, ``(heads, T, T)``."""
+    outputs, weights = jax.vmap(model)(xs)
+    return jnp.mean((outputs - ys) ** 2), weights.mean(axis=0)
+
+
+def fit_and_evaluate(model: eqx.Module, inputs, target, *, optimizer, steps: int, batch_size: int,
+                     key: jax.Array) -> dict:
+    """Train ``model`` on ``(inputs, target)`` with :func:`mse` (``attnbook.train.fit``), then evaluate it there:
+    ``{"model", "loss" (a float), "maps" (heads, T, T), the weights averaged over the inputs}``."""
+    from . import train  # train imports nothing of this module; imported here to keep mha light
+
+    model, _ = train.fit(model, mse, (inputs, target), optimizer=optimizer, steps=steps, batch_size=batch_size,
+                         key=key)
+    loss, maps = evaluate(model, inputs, target)
+    return {"model": model, "loss": float(loss), "maps": np.asarray(maps)}
+
+
+def format_loss(loss: float) -> str:
+    """A loss at two significant digits, as chapter 4 prints it, in e-notation with one digit below 1e-3."""
+    return f"{loss:.0e}" if loss < 1e-3 else f"{loss:#.2g}"

@@ -302,3 +302,36 @@ def heatmap(
     if ylabel:
         ax.set_ylabel(ylabel)
     return ax
+
+
+def head_grid(maps: dict, *, head: str = "head", key: str = "key token", query: str = "query token",
+              weight: str = "attention weight", per_row: int = 4):
+    """Heat-maps of per-head attention weights, one ``(heads, T, T)`` array per entry of ``maps`` (its label the
+    rows' label), in rows of ``per_row`` heads, on a fixed colour scale from 0 to 1 (chapter 4). ``head``, ``key``,
+    ``query`` and ``weight`` are the words of the titles ("head 1"), the axes and the colour bar, in the page's
+    language."""
+    if not maps:
+        raise ValueError("maps is empty: give at least one (heads, T, T) array")
+    rows = sum(-(-len(m) // per_row) for m in maps.values())
+    fig, axes = plt.subplots(rows, per_row, figsize=(4.8, 1.2 * rows + 1.0), layout="constrained",
+                             sharex=True, sharey=True, squeeze=False)
+    r = 0
+    for name, m in maps.items():
+        size = np.asarray(m).shape[-1]
+        for start in range(0, len(m), per_row):
+            for j, ax in enumerate(axes[r]):
+                if start + j >= len(m):
+                    ax.axis("off")
+                    continue
+                image = ax.imshow(m[start + j], vmin=0, vmax=1, cmap="viridis")
+                ax.set_title(f"{head} {start + j + 1}", fontsize=10)
+            axes[r, 0].set_ylabel(name, fontsize=9)
+            r += 1
+    axes[0, 0].set_xticks(range(size), labels=range(1, size + 1))  # shared by every map
+    axes[0, 0].set_yticks(range(size), labels=range(1, size + 1))
+    for ax in axes.flat:
+        ax.tick_params(labelsize=9)
+    fig.supxlabel(key, fontsize=10)
+    fig.supylabel(query, fontsize=10)
+    fig.colorbar(image, ax=axes, location="top", shrink=0.6, aspect=30, label=weight)
+    return fig

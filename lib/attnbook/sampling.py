@@ -97,3 +97,23 @@ def transition_counts(tokens: Int[Array, "n T"], num_classes: int) -> Int[np.nda
     counts = np.zeros((num_classes, num_classes), dtype=np.int64)
     np.add.at(counts, (tokens[:, :-1].ravel(), tokens[:, 1:].ravel()), 1)
     return counts
+
+
+def weather_next_day(model) -> Callable[[jax.Array, jax.Array], jax.Array]:
+    """The ``logits_fn`` of :func:`sample` for chapter 3's weather models (``masking.MaskedSelfAttention`` read at
+    every token over windows of ``T`` days): the logits of the day after the last one.
+
+    The window is padded on the left; its real days are renumbered ``1..n`` as in training (feature
+    ``position / 20``, ``data.features``), and the model's mask is combined with the padding, so that a real day sees
+    no padding and a padding query nothing.
+    """
+    T = model.mask.shape[0]
+
+    def logits(tokens: jax.Array, valid: jax.Array) -> jax.Array:
+        n = valid.sum()
+        position = (jnp.arange(T) - (T - n) + 1) / 20.0  # real days numbered 1..n, as in training
+        x = jnp.concatenate([jax.nn.one_hot(tokens, 3), position[:, None]], axis=1)
+        visible = model.mask & valid[:, None] & valid[None, :]
+        return model.attention(x, visible)[0][-1]
+
+    return logits

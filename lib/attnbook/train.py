@@ -302,7 +302,7 @@ def _gather(train_data, indices):
     return tuple(a[indices] for a in train_data)
 
 
-def _training_step(static, loss_fn, optimizer):
+def training_step(static, loss_fn, optimizer):
     """The one training step of the book, ``step((params, opt_state), batch) -> (carry, loss)``, and the loss of params."""
 
     def loss_of(params, *batch):
@@ -318,9 +318,9 @@ def _training_step(static, loss_fn, optimizer):
     return step, loss_of
 
 
-@eqx.filter_jit
+@_checks.jit
 def _run(params, static, loss_fn, optimizer, batches, test_data):
-    step, loss_of = _training_step(static, loss_fn, optimizer)
+    step, loss_of = training_step(static, loss_fn, optimizer)
 
     def steps_then_test(carry, chunk):  # chunk: eval_every minibatches
         carry, losses = jax.lax.scan(step, carry, chunk)
@@ -332,9 +332,9 @@ def _run(params, static, loss_fn, optimizer, batches, test_data):
     return params, train_loss.reshape(-1), test_loss
 
 
-@eqx.filter_jit
+@_checks.jit
 def _run_seeds(params, static, loss_fn, optimizer, batches):
-    step, _ = _training_step(static, loss_fn, optimizer)
+    step, _ = training_step(static, loss_fn, optimizer)
 
     def one(params, batches):  # batches: (steps, batch, ...) arrays of one run
         (params, _), losses = jax.lax.scan(step, (params, optimizer.init(params)), batches)
@@ -405,7 +405,7 @@ def _logits(logits_fn, model, xs):
     return jax.vmap(lambda x: logits_fn(model, x))(xs)
 
 
-@eqx.filter_jit
+@_checks.jit
 def _accuracy(logits_fn, model, xs, ys):
     logits = jax.vmap(lambda x: logits_fn(model, x))(xs)
     hits = (jnp.argmax(logits, axis=-1) == ys).astype(jnp.float32)

@@ -32,11 +32,9 @@ from jaxtyping import Array, Float, Int
 
 from . import _checks, train
 from . import nn
-from .aft import AFTSimple
 from .lm import make_mixer
 from .nn import Dense, init, split as _keys
-from .attention import merge_softmax_sums
-from .mha import MultiHeadAttention, MultiHeadSelfAttention
+from .mha import MultiHeadAttention
 from .positional import sinusoidal_encoding
 
 CACHED_MIXERS = ("attention", "aft-simple")
@@ -47,8 +45,11 @@ CACHED_MIXERS = ("attention", "aft-simple")
 # Sub-layers
 
 
-class Block(nn.Block):
-    """One encoder or decoder block (:class:`attnbook.nn.Block`) built from names: mixer, cross-attention, feed-forward.
+def make_block(d_model: int, *, mixer: str = "attention", causal: bool = False, cross: bool = False,
+               pre_norm: bool = True, residual: bool = True, feed_forward: bool = True, heads: int = 4,
+               ff_ratio: int = 4, window: int = 9, max_len: int = 64, key: jax.Array) -> nn.Block:
+    """One encoder or decoder block (an :class:`attnbook.nn.Block`) built from names: mixer, cross-attention,
+    feed-forward.
 
     Args:
         d_model: features per token.
@@ -60,17 +61,13 @@ class Block(nn.Block):
         feed_forward: include the feed-forward layer (width ``ff_ratio * d_model``, ReLU).
         heads: heads of attention, cross-attention and AFT-conv.
     """
-
-    def __init__(self, d_model: int, *, mixer: str = "attention", causal: bool = False, cross: bool = False,
-                 pre_norm: bool = True, residual: bool = True, feed_forward: bool = True, heads: int = 4,
-                 ff_ratio: int = 4, window: int = 9, max_len: int = 64, key: jax.Array):
-        d_model = _checks.positive_int("d_model", d_model)
-        heads = _checks.positive_int("heads", heads)
-        k_mix, k_cross, k_ff = _keys(_checks.prng_key("key", key), 3)
-        mixer = make_mixer(mixer, d_model, causal=causal, heads=heads, window=window, max_len=max_len, key=k_mix)
-        cross = MultiHeadAttention(d_model, heads, d_model // heads, key=k_cross) if cross else None
-        super().__init__(mixer, d_model, cross=cross, feed_forward=feed_forward, ff_ratio=ff_ratio, activation="relu",
-                         pre_norm=pre_norm, residual=residual, key=k_ff)
+    d_model = _checks.positive_int("d_model", d_model)
+    heads = _checks.positive_int("heads", heads)
+    k_mix, k_cross, k_ff = _keys(_checks.prng_key("key", key), 3)
+    mixer = make_mixer(mixer, d_model, causal=causal, heads=heads, window=window, max_len=max_len, key=k_mix)
+    cross = MultiHeadAttention(d_model, heads, d_model // heads, key=k_cross) if cross else None
+    return nn.Block(mixer, d_model, cross=cross, feed_forward=feed_forward, ff_ratio=ff_ratio, activation="relu",
+                    pre_norm=pre_norm, residual=residual, key=k_ff)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -100,7 +97,7 @@ class Stack(eqx.Module):
         cross = decoder if cross is None else _checks.flag("cross", cross)
         keys = _keys(key, depth + 1)
         self.embedding = init(keys[0], (vocab_size, d_model), "normal")
-        self.blocks = tuple(Block(d_model, causal=decoder, cross=cross, key=k, **block) for k in keys[1:])
+        self.blocks = tuple(make_block(d_model, causal=decoder, cross=cross, key=k, **block) for k in keys[1:])
         # Pre-LN leaves the residual stream un-normalised after the last block; post-LN ends with a LayerNorm.
         self.final_norm = eqx.nn.LayerNorm(d_model) if block.get("pre_norm", True) else None
 
@@ -125,7 +122,7 @@ class EncoderDecoder(eqx.Module):
 
     ``model(source (S,), target_in (T,))`` returns next-token logits ``(T, vocab_size)``: row ``t``
     predicts target token ``t`` from the whole source and from ``target_in[0..t]`` (the target shifted
-    right behind a start token). Keyword options go to every :class:`Block` (``mixer``, ``pre_norm``,
+    right behind a start token). Keyword options go to every block (:func:`make_block`: ``mixer``, ``pre_norm``,
     ``residual``, ``feed_forward``, ``heads``, ``ff_ratio``, ``window``, ``max_len``); cross-attention is
     always multi-head attention.
     """
@@ -228,7 +225,7 @@ def greedy_decode(model: EncoderDecoder, source: Int[Array, " S"], length: int, 
     return _greedy(model, jnp.asarray(source), length, start)
 
 
-@eqx.filter_jit
+@_checks.jit
 def _greedy(model, source, length, start):
     memory = model.encode(source)
     buffer = jnp.zeros(length, dtype=jnp.int32).at[0].set(start)
@@ -243,8 +240,16 @@ def _greedy(model, source, length, start):
     return tokens, logits
 
 
+def can_step(mixer) -> bool:
+    """Whether ``mixer`` decodes one token at a time: it offers the book's decoding protocol, ``init_cache(length)``
+    and ``step(x, cache, t)`` (multi-head self-attention, AFT-simple, latent attention), and is causal."""
+    return callable(getattr(mixer, "step", None)) and callable(getattr(mixer, "init_cache", None)) and bool(
+        getattr(mixer, "causal", False))
+
+
 def init_cache(model: EncoderDecoder, length: int) -> tuple:
-    """The preallocated decoding state of every decoder block, for ``length`` generated tokens.
+    """The preallocated decoding state of every decoder block, for ``length`` generated tokens: each mixer's
+    ``init_cache(length)``.
 
     Attention: keys and values ``(length, heads, key_dim)`` and ``(length, heads, value_dim)``, zero
     until step ``t`` writes row ``t`` (``kv_heads`` instead of ``heads`` for a layer that shares its keys and
@@ -256,16 +261,9 @@ def init_cache(model: EncoderDecoder, length: int) -> tuple:
     length = _checks.positive_int("length", length)
     cache = []
     for block in model.decoder.blocks:
-        mixer = block.mixer
-        if isinstance(mixer, MultiHeadSelfAttention):
-            mha = mixer.attention
-            cache.append((jnp.zeros((length, mha.kv_heads, mha.key_dim)),  # kv_heads = num_heads unless shared
-                          jnp.zeros((length, mha.kv_heads, mha.value_dim))))
-        elif isinstance(mixer, AFTSimple):
-            d = mixer.query.weight.shape[1]
-            cache.append((jnp.full((d,), jnp.finfo(jnp.float32).min), jnp.zeros((d,)), jnp.zeros((d,))))
-        else:
-            raise ValueError(f"cached decoding supports the mixers {CACHED_MIXERS}, got {type(mixer).__name__}")
+        if not can_step(block.mixer):
+            raise ValueError(f"cached decoding supports the mixers {CACHED_MIXERS}, got {type(block.mixer).__name__}")
+        cache.append(block.mixer.init_cache(length))
     return tuple(cache)
 
 
@@ -298,24 +296,6 @@ def cache_bytes(model: EncoderDecoder, length: int, source_length: int) -> int:
     return int(sum(np.prod(s.shape) * s.dtype.itemsize for s in jax.tree.leaves(shapes)))
 
 
-def _mixer_step(mixer, x, state, t):
-    """The mixer's output for the one new row ``x (1, d_model)`` at position ``t``, and the updated state."""
-    if isinstance(mixer, MultiHeadSelfAttention):
-        mha = mixer.attention
-        k_cache, v_cache = state
-        q, k, v = mha.project(x, x, x)
-        k_cache = jax.lax.dynamic_update_slice(k_cache, k, (t, 0, 0))  # write row t, in place under jit
-        v_cache = jax.lax.dynamic_update_slice(v_cache, v, (t, 0, 0))
-        visible = (jnp.arange(k_cache.shape[0]) <= t)[None]  # (1, length): the rows written so far
-        return mha.attend(q, k_cache, v_cache, visible)[0], (k_cache, v_cache)
-    # AFT-simple, causal: sigmoid(q_t) * sum_{t'<=t} exp(k_t') v_t' / sum_{t'<=t} exp(k_t'), kept as a
-    # running maximum m and sums rescaled to it (attention.merge_softmax_sums), per channel.
-    m, num, den = state
-    q, k, v = mixer.query(x)[0], mixer.key_proj(x)[0], mixer.value(x)[0]
-    top, den, num = merge_softmax_sums((m, den, num), (k, jnp.ones_like(k), v))
-    return mixer.out((jax.nn.sigmoid(q) * num / den)[None]), (top, num, den)
-
-
 @_checks.shaped
 def greedy_decode_cached(model: EncoderDecoder, source: Int[Array, " S"], length: int, start: int
                          ) -> tuple[Int[Array, " length"], Float[Array, "length vocab"]]:
@@ -332,7 +312,7 @@ def greedy_decode_cached(model: EncoderDecoder, source: Int[Array, " S"], length
     return _greedy_cached(model, jnp.asarray(source), length, start)
 
 
-@eqx.filter_jit
+@_checks.jit
 def _greedy_cached(model, source, length, start):
     memory = model.encode(source)
     blocks = model.decoder.blocks
@@ -348,7 +328,7 @@ def _greedy_cached(model, source, length, start):
             out = {}
 
             def mix(h, block=block, state=state, out=out):
-                y, out["state"] = _mixer_step(block.mixer, h, state, t)
+                y, out["state"] = block.mixer.step(h, state, t)
                 return y
 
             x = block._sublayer(next(norms), mix, x)
@@ -411,19 +391,19 @@ def exact_match(model: EncoderDecoder, sources: Int[Array, "N S"], targets: Int[
     if not isinstance(model, EncoderDecoder):
         raise TypeError(f"model must be an EncoderDecoder, got {type(model).__name__}")
     sources = _checks.integers_in_range("sources", sources, 0, model.vocab_size)
-    cached = isinstance(model.decoder.blocks[0].mixer, (MultiHeadSelfAttention, AFTSimple))
+    cached = all(can_step(block.mixer) for block in model.decoder.blocks)
     decoded = _decode_batch(model, jnp.asarray(sources), np.shape(targets)[1], cached)
     return float(np.mean(np.all(np.asarray(decoded) == np.asarray(targets), axis=1)))
 
 
-@eqx.filter_jit
+@_checks.jit
 def _decode_batch(model, sources, length, cached):
     decode = _greedy_cached if cached else _greedy
     return jax.vmap(lambda s: decode(model, s, length, START)[0])(sources)
 
 
 __all__ = [
-    "CACHED_MIXERS", "Block", "Stack", "EncoderDecoder",
-    "sequence_loss", "greedy_decode", "greedy_decode_cached", "init_cache", "cache_bytes", "DIGITS", "START",
+    "CACHED_MIXERS", "make_block", "Stack", "EncoderDecoder",
+    "sequence_loss", "greedy_decode", "greedy_decode_cached", "can_step", "init_cache", "cache_bytes", "DIGITS", "START",
     "reversal_data", "exact_match",
 ]

@@ -1,6 +1,6 @@
 /* Chapter 6: each method's stored time and memory at a chosen T, and where it runs out (site/widgets/widgets.js
  * explains the runtime). The data (site/widgets/ch06-data.js) is exported by tools/export_widget_data.py from
- * bench/results/attention_cost.csv: median time per call (ms) where the benchmark ran, the temporary memory of
+ * lib/attnbook/experiments/results/attention_cost.csv: median time per call (ms) where the benchmark ran, the temporary memory of
  * XLA's analysis (MiB, planned at every T), and the status (measured, or skipped over the time or the memory
  * limit). Each table row carries data-method, data-status, data-ms and data-mib; the two plots (log2 T across,
  * log10 of the value up) carry each method's series. tests/test_site.py compares them with the CSV file. */

@@ -1,6 +1,6 @@
 /* Chapter 7: greedy decoding step by step, with and without the KV cache (site/widgets/widgets.js explains the
  * runtime). The strings and what chapter 7's trained model decodes from them (site/widgets/ch07-data.js) are
- * exported by tools/export_widget_data.py from the model stored in bench/results/widgets/. The counts follow the
+ * exported by tools/export_widget_data.py from the model stored in tools/widget_models/. The counts follow the
  * library's definitions: transformer.greedy_decode runs the decoder over its fixed buffer of n tokens at every
  * step (n rows, n keys and values per block, the source's S keys and values projected again, n x n scores per head);
  * transformer.greedy_decode_cached computes the new row only (1 key and value per block, written at row t of the

@@ -1,6 +1,6 @@
 /* Chapter 8: the stored loss at each position, per encoding and evaluation length (site/widgets/widgets.js explains
  * the runtime). The data (site/widgets/ch08-data.js) is exported by tools/export_widget_data.py from
- * bench/results/positions_per_position.csv (mean over the seeds) and positions_extrapolation.csv (each seed's loss
+ * lib/attnbook/experiments/results/positions_per_position.csv (mean over the seeds) and positions_extrapolation.csv (each seed's loss
  * over all positions at L, beyond L at longer lengths); the models are causal and every length reads prefixes of
  * the same sequences, so the curve at T is the first T positions of the 8L curve (the tool checks it). The figure's
  * series carry data-values; the root carries data-encoding, data-length and data-summary (one loss per seed).

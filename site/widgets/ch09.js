@@ -1,6 +1,6 @@
 /* Chapter 9: the stored loss at each position of chapter 8's RoPE models read longer than trained, with RoPE
  * stretched or not, beside ALiBi (site/widgets/widgets.js explains the runtime). The data
- * (site/widgets/ch09-data.js) is exported by tools/export_widget_data.py from bench/results/
+ * (site/widgets/ch09-data.js) is exported by tools/export_widget_data.py from lib/attnbook/experiments/results/
  * rope_scaling_per_position.csv (mean over the seeds) and rope_scaling.csv (each seed's excess over the optimum
  * beyond L). The figure's series carry data-values; the root carries data-method, data-length and data-excess
  * (one value per seed). tests/test_site.py compares them with the CSV files. */

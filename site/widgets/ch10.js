@@ -1,7 +1,7 @@
 /* Chapter 10: the KV cache and the stored quality against kv_heads G (site/widgets/widgets.js explains the runtime).
  * The cache of T tokens in l layers is 2 T l G d_h x 4 bytes (float32), attnbook.kv.cache_bytes_per_token times
  * T l; the quality is each seed's stored result at that G (site/widgets/ch10-data.js, exported by
- * tools/export_widget_data.py from bench/results/kv_heads_quality.csv and kv_heads_recall.csv). The root carries
+ * tools/export_widget_data.py from lib/attnbook/experiments/results/kv_heads_quality.csv and kv_heads_recall.csv). The root carries
  * data-task, data-g, data-t, data-layers, data-bytes (the cache in bytes) and data-quality (one value per seed);
  * tests/test_site.py compares them with the library and the CSV files. */
 (function () {

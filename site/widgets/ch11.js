@@ -5,7 +5,7 @@
  * (1/P) sum_{i=P}^{2P-1} 1/(i+1) on sequences of period P repeated twice, and the previous-token score
  * (1/(T-1)) sum_{i=1}^{T-1} 1/(i+1) on windows of T characters (attnbook.induction on the uniform pattern); and the
  * loss on the first and the second copy of repeated held-out code. The runs are site/widgets/ch11-data.js,
- * exported by tools/export_widget_data.py from bench/results/induction_heads_scores.csv and
+ * exported by tools/export_widget_data.py from lib/attnbook/experiments/results/induction_heads_scores.csv and
  * induction_heads_training.csv. The root carries data-variant, data-depth, data-seed, data-step, data-code-loss
  * ([first, second]) and data-baselines; tests/test_site.py compares them and the plots with the CSV files and
  * the library. */

@@ -1,4 +1,4 @@
-"""Exercises with checked answers, one module per chapter (ch. 1-10).
+"""Exercises with checked answers, one module per chapter (``chapterN``) and one for appendix B (``bugs``).
 
 In a notebook::
 

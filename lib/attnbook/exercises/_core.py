@@ -135,25 +135,49 @@ def register(*exercises: Exercise) -> None:
         _REGISTRY[exercise.id] = exercise
 
 
-def _load(chapter: int | None) -> None:
-    """Import the module of `chapter` (of every chapter if None), which registers its exercises.
+APPENDICES = {"B": "bugs"}
+"""The appendices with exercises: the appendix's letter in the book (Quarto's, in the order of _quarto-en.yml's
+``appendices``: tests/test_exercises.py checks it) and the module that registers them. Their ids are ``"B.1"``,
+``"B.2"``, ... as a chapter's are ``"3.1"``."""
+
+
+def _module_names(chapter: int | str | None) -> list[str]:
+    import attnbook.exercises as package
+
+    if chapter is None:
+        return [m.name for m in pkgutil.iter_modules(package.__path__) if m.name.startswith("chapter")] + \
+            list(APPENDICES.values())
+    if isinstance(chapter, str) and not chapter.isdigit():
+        return [APPENDICES[chapter]] if chapter in APPENDICES else []
+    return [f"chapter{int(chapter)}"]
+
+
+def _load(chapter: int | str | None) -> None:
+    """Import the module of `chapter` (a number, or an appendix's letter; every module if None), which
+    registers its exercises.
 
     Loaded on first use, so that a chapter's notebook imports only its own chapter's references
     (and the library modules they need), not those of the whole book.
     """
-    import attnbook.exercises as package
-
-    names = [f"chapter{chapter}"] if chapter is not None else \
-        [m.name for m in pkgutil.iter_modules(package.__path__) if m.name.startswith("chapter")]
-    for name in names:
+    for name in _module_names(chapter):
         if importlib.util.find_spec(f"attnbook.exercises.{name}") is not None:
             importlib.import_module(f"attnbook.exercises.{name}")
 
 
-def exercise_ids(chapter: int | None = None) -> list[str]:
-    """The registered ids, in order; only those of `chapter` when it is given."""
+def _order(exercise_id: str) -> tuple:
+    """Chapters in their order, then appendices by letter; exercises by number within each."""
+    head, number = exercise_id.split(".")
+    return (0, int(head), "", int(number)) if head.isdigit() else (1, 0, head, int(number))
+
+
+def _known(chapter: str) -> bool:
+    return chapter.isdigit() or chapter in APPENDICES
+
+
+def exercise_ids(chapter: int | str | None = None) -> list[str]:
+    """The registered ids, in order; only those of `chapter` (a number, or an appendix's letter) when it is given."""
     _load(chapter)
-    ids = sorted(_REGISTRY, key=lambda i: tuple(int(p) for p in i.split(".")))
+    ids = sorted(_REGISTRY, key=_order)
     return [i for i in ids if chapter is None or i.split(".")[0] == str(chapter)]
 
 
@@ -161,11 +185,11 @@ def get(exercise_id: str, *, lang: str | None = None) -> Exercise:
     """The exercise with this id; a ValueError lists the ids of its chapter if there is none (in `lang`,
     by default the page's language)."""
     chapter = str(exercise_id).split(".")[0] if isinstance(exercise_id, str) else ""
-    if chapter.isdigit():
-        _load(int(chapter))
+    if _known(chapter):
+        _load(chapter)
     if not isinstance(exercise_id, str) or exercise_id not in _REGISTRY:
         chapter = str(exercise_id).split(".")[0]
-        known = exercise_ids(int(chapter)) if chapter.isdigit() else exercise_ids()
+        known = exercise_ids(chapter) if _known(chapter) else exercise_ids()
         lang = plotting.language() if lang is None else lang
         raise ValueError(_say("unknown_id", lang, known=known, got=repr(exercise_id)))
     return _REGISTRY[exercise_id]
@@ -279,8 +303,9 @@ def _show(value: Any) -> str:
     return repr(value)
 
 
-def _show_inputs(kwargs: dict[str, Any]) -> str:
-    return "; ".join(f"{name} = {_show(value)}" for name, value in kwargs.items())
+def _show_inputs(kwargs: dict[str, Any], lang: str) -> str:
+    """The arguments of a failing case, ``name = value``, separated by ``; `` (「、」 in Japanese)."""
+    return ("、" if lang == "ja" else "; ").join(f"{name} = {_show(value)}" for name, value in kwargs.items())
 
 
 def _line(label: str, text: str) -> str:
@@ -345,7 +370,7 @@ def _check_function(exercise: Exercise, answer: Any, lang: str, seed: int) -> Re
             got = answer(**kwargs)
         except Exception as error:  # the reader's bug is reported, not raised: "Run all" goes on
             message = _say("raised", lang, id=ident, i=i, n=n, error=f"{type(error).__name__}: {error}")
-            return Result(False, message + "\n" + _line(_say("input", lang), _show_inputs(kwargs)))
+            return Result(False, message + "\n" + _line(_say("input", lang), _show_inputs(kwargs, lang)))
         if got is None and expected is not None:
             return Result(False, _say("returned_none", lang, id=ident, i=i, n=n))
         try:
@@ -354,7 +379,7 @@ def _check_function(exercise: Exercise, answer: Any, lang: str, seed: int) -> Re
             same, hint = False, ""
         if not same:
             lines = [_say("fail", lang, id=ident, i=i, n=n),
-                     _line(_say("input", lang), _show_inputs(kwargs)),
+                     _line(_say("input", lang), _show_inputs(kwargs, lang)),
                      _line(_say("expected", lang), _show(expected)),
                      _line(_say("got", lang), _show(got))]
             if hint:

@@ -1,0 +1,16 @@
+"""The book's measured experiments and their stored results (chapters 6-11).
+
+A measured chapter's heavy runs are too slow for its notebook; they are run once by a command (``bench/*.py``)
+and their results are stored as package data in ``attnbook/experiments/results/``, so that a notebook opened
+alone (downloaded, or in Colab) reads them from the installed package, never from a path of the repository:
+
+    from attnbook.experiments import RESULTS      # importlib.resources' folder of the stored results
+    rows = experiments.read_csv("attention_cost.csv")
+
+:mod:`attnbook.experiments.store` holds the reading and the writing (``read_csv``, ``read_json``, ``write_csv``,
+``RunInfo``: the date, machine, versions and load every run stores beside its numbers).
+"""
+
+from .store import RESULTS, RunInfo, machine, read_csv, read_json, source_folder, write_csv
+
+__all__ = ["RESULTS", "RunInfo", "machine", "read_csv", "read_json", "source_folder", "write_csv"]

@@ -148,7 +148,8 @@ def test_text_check_finds_replacement_characters() -> None:
 @pytest.mark.parametrize("lang", ["en", "ja"])
 def test_chapter_check_finds_a_wrong_order_or_number(lang: str) -> None:
     titles = books.chapter_titles(lang)
-    assert [n for n, _ in titles] == [str(i) for i in range(1, 12)] + ["A", "B", "C"]
+    numbers = [n for n, _ in titles]
+    assert numbers[:11] == [str(i) for i in range(1, 12)] and numbers[11:14] == ["A", "B", "C"]
     outline = [f"{n} {t}" for n, t in titles]
     assert books.outline_problems(outline, titles) == []
     swapped = outline[:]

@@ -207,3 +207,20 @@ def test_inline_code_may_break_in_the_pdf(tmp_path: Path) -> None:
                            capture_output=True, text=True, check=True).stdout
     assert r"\texttt{attnbook.\allowbreak{}mha(\allowbreak{}d\_\allowbreak{}model=\allowbreak{}1)}" in latex
     assert r"\texttt{a\{b\}\$c\#d\%e\&f\textasciitilde{}g\^{}h\textbackslash{}\textbackslash{}i}" in latex
+
+
+def test_site_link_check_requires_the_books_once_one_is_there(tmp_path: Path) -> None:
+    """The sidebar's download links lead nowhere in a site built without the books (the site tests' build);
+    once a book is in the site (tools/build_books.sh before tools/build_site.sh), a missing one is reported."""
+    from tools import sitecheck
+
+    for lang in ("en", "ja"):
+        (tmp_path / lang).mkdir()
+        (tmp_path / lang / "index.html").write_text(
+            f'<html lang="{lang}"><body><a href="./attention-{lang}.pdf">PDF</a>'
+            f'<a href="./attention-{lang}.epub">EPUB</a></body></html>', encoding="utf-8")
+    (tmp_path / "index.html").write_text("<html><body></body></html>", encoding="utf-8")
+    assert not [p for p in sitecheck.check_links(ROOT, tmp_path) if "attention-" in p]
+    (tmp_path / "en" / "attention-en.epub").write_bytes(b"PK")
+    problems = [p for p in sitecheck.check_links(ROOT, tmp_path) if "attention-" in p]
+    assert len(problems) == 3 and any("attention-en.pdf" in p for p in problems)

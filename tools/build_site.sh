@@ -88,6 +88,15 @@ for lang in en ja; do
   cp chapters/"${lang}"/*.ipynb "_site/${lang}/chapters/${lang}/"
 done
 
+# The EPUB and the PDF of each edition (tools/build_books.sh, run before this), which every page's sidebar
+# links (book.downloads in _quarto-en.yml / _quarto-ja.yml); a site built without them has dead links there,
+# which tools/sitecheck.py reports only once one book is in the site.
+for lang in en ja; do
+  for book in "_books/${lang}/attention-${lang}.epub" "_books/${lang}/attention-${lang}.pdf"; do
+    if [ -f "$book" ]; then cp "$book" "_site/${lang}/"; fi
+  done
+done
+
 # The chooser borrows the English edition's Bootstrap theme, whose file name carries a hash.
 css=$(cd _site/en/site_libs/bootstrap && ls bootstrap-*.min.css | head -1)
 test -n "$css" || { echo "build_site: no Bootstrap theme in _site/en/site_libs/bootstrap" >&2; exit 1; }

@@ -8,6 +8,9 @@
 #   bash tools/setup.sh --no-site  # library and test tools only (the site tests then skip)
 #   bash tools/setup.sh --latest   # the newest versions pyproject.toml allows instead of the lock
 #                                  # (combines with --no-site)
+#   bash tools/setup.sh --books    # also what builds and checks the EPUB and the PDF (tools/build_books.sh):
+#                                  # Debian's TeX Live with LuaLaTeX and LuaTeX-ja, epubcheck, poppler-utils,
+#                                  # fonts-noto-cjk, fonts-dejavu (apt-get, as root; about 1 GB, minutes)
 #   PYTHON=python3.12 bash tools/setup.sh   # another interpreter than python3 for the .venv
 #
 # Order: the library and the test tools first, then the website's tools, so that a failure of the
@@ -30,13 +33,15 @@ QUARTO_VERSION=1.7.34   # the version the site is tested with; .github/workflows
 PYTHON=${PYTHON:-python3}
 
 site=yes
+books=no
 versions=lock
 for arg in "$@"; do
   case "$arg" in
     --no-site) site=no ;;
     --latest) versions=latest ;;
+    --books) books=yes ;;
     site) ;;
-    *) echo "setup: unknown argument '$arg' (expected --no-site and/or --latest)" >&2; exit 2 ;;
+    *) echo "setup: unknown argument '$arg' (expected --no-site, --latest and/or --books)" >&2; exit 2 ;;
   esac
 done
 shared=../shared/quarto/install.sh
@@ -139,6 +144,28 @@ if [ "$site" = yes ]; then
       echo "setup: no chromium/chromedriver; the browser tests will be skipped (install Debian's" \
            "chromium, chromium-driver and fonts-noto-cjk to run them)" >&2
     fi
+  fi
+fi
+# The EPUB and the PDF (tools/build_books.sh), only when asked: Debian's packages, nothing downloaded at
+# build time (no TinyTeX, no fonts). tools/books.py runs epubcheck with java, pdffonts/pdftotext/pdfinfo.
+if [ "$books" = yes ]; then
+  books_packages=(texlive-luatex texlive-lang-japanese texlive-latex-recommended texlive-latex-extra
+                  texlive-fonts-recommended texlive-plain-generic lmodern fonts-noto-cjk fonts-dejavu
+                  epubcheck poppler-utils)
+  if command -v lualatex >/dev/null 2>&1 && command -v pdffonts >/dev/null 2>&1 && [ -e /usr/share/java/epubcheck.jar ] \
+     && kpsewhich ltjsbook.cls >/dev/null 2>&1 && kpsewhich fvextra.sty >/dev/null 2>&1; then
+    echo "setup: the books' tools are installed (lualatex, LuaTeX-ja, epubcheck, poppler-utils)"
+  elif command -v apt-get >/dev/null 2>&1 && { [ "$(id -u)" = 0 ] || sudo -n true 2>/dev/null; }; then
+    as_root=()  # root here; on GitHub's runners, passwordless sudo
+    [ "$(id -u)" = 0 ] || as_root=(sudo -n)
+    step "updating apt's package lists (for TeX Live)" "${as_root[@]}" apt-get update -qq
+    step "installing ${books_packages[*]} with apt-get" \
+      "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+      "${books_packages[@]}" >/dev/null
+  else
+    echo "setup: FAILED while installing the books' tools: run as root (or with sudo) on Debian/Ubuntu, or install" \
+         "${books_packages[*]} yourself." >&2
+    exit 1
   fi
 fi
 if [ "$versions" = lock ]; then from="the versions of requirements.lock"; else from="the newest versions"; fi

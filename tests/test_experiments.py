@@ -31,10 +31,12 @@ def is_shipped(path: Path) -> bool:
 
 
 def names_read(notebook: Path) -> set[str]:
-    """The stored files a notebook's code names: RESULTS / "x", read("x"), and chapter 11's checkpoints."""
+    """The stored files a notebook's code names: RESULTS / "x", read("x"), read_csv("x"), read_json("x"), and chapter
+    11's checkpoints."""
     code = "\n".join("".join(c["source"]) for c in json.loads(notebook.read_text(encoding="utf-8"))["cells"]
                      if c["cell_type"] == "code")
     names = set(re.findall(r'RESULTS / "([^"]+)"', code)) | set(re.findall(r'\bread\("([^"]+\.csv)"\)', code))
+    names |= set(re.findall(r'\bread_(?:csv|json)\("([^"]+)"\)', code))  # experiments.read_csv / read_json
     if 'RESULTS / "induction_heads" / f"{variant}_L{depth}_s{seed}_step{step:05d}.eqx"' in code:
         names |= {f"induction_heads/{v}_L2_s{s}_step01500.eqx" for v in ("plain", "curriculum") for s in range(3)}
     return names - {"induction_heads"}

@@ -41,7 +41,7 @@ import matplotlib
 matplotlib.use("Agg")
 import attnbook
 assert attnbook.__file__.startswith(sys.prefix), ("attnbook is not the installed wheel's", attnbook.__file__)
-READS = re.compile(r"RESULTS|\bread\(|\bMETA\b|\bload\(")
+READS = re.compile(r"RESULTS|\bread\(|\bread_csv\(|\bread_json\(|\bMETA\b|\bload\(")
 TRAINS = re.compile(r"experiment_train\(|\bfit\(|fit_seeds\(|fine_tune\(")
 sources = [("".join(c["source"])) for c in json.load(open(sys.argv[1], encoding="utf-8"))["cells"]
            if c["cell_type"] == "code"]
@@ -65,7 +65,10 @@ statements = []
 for cell, source in enumerate(sources):
     for node in ast.parse(source).body:
         statements.append((cell, ast.get_source_segment(source, node, padded=True).lstrip(), defines(node)))
-setup = next(c for c, s, _ in statements if s.startswith("RESULTS ="))
+# The set-up cell: the one that names the results folder, or else the one that imports attnbook.experiments.
+setup = next(c for c, s, _ in statements
+             if s.startswith("RESULTS =") or (s.startswith(("from attnbook import", "import attnbook"))
+                                              and "experiments" in s))
 ns, done, began = {"__name__": "__main__"}, set(), time.time()
 
 

@@ -4,6 +4,7 @@ everything a chapter reads is among what the wheel ships (pyproject.toml's packa
 from __future__ import annotations
 
 import csv
+import dataclasses
 import fnmatch
 import json
 import re
@@ -13,7 +14,8 @@ from pathlib import Path
 import equinox as eqx
 import jax
 
-from attnbook import experiments, induction
+from attnbook import experiments
+from attnbook.experiments import ch09, ch10, ch11
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "lib" / "attnbook"
@@ -37,7 +39,7 @@ def names_read(notebook: Path) -> set[str]:
                      if c["cell_type"] == "code")
     names = set(re.findall(r'RESULTS / "([^"]+)"', code)) | set(re.findall(r'\bread\("([^"]+\.csv)"\)', code))
     names |= set(re.findall(r'\bread_(?:csv|json)\("([^"]+)"\)', code))  # experiments.read_csv / read_json
-    if 'RESULTS / "induction_heads" / f"{variant}_L{depth}_s{seed}_step{step:05d}.eqx"' in code:
+    if "ch11.load_model(" in code:  # chapter 11 loads the final 2-layer checkpoints of both variants
         names |= {f"induction_heads/{v}_L2_s{s}_step01500.eqx" for v in ("plain", "curriculum") for s in range(3)}
     return names - {"induction_heads"}
 
@@ -78,12 +80,56 @@ def test_reading_through_the_package_gives_the_stored_values():
 
 
 def test_a_shipped_checkpoint_loads_into_chapter_11s_model():
-    s = next(iter(experiments.read_json("induction_heads.json")["runs"].values()))["settings"]
-    skeleton = induction.AttentionOnlyLM(d_model=s["d_model"], depth=2, heads=s["heads"], encoding=s["encoding"],
-                                         key=jax.random.key(0))
-    model = eqx.tree_deserialise_leaves(experiments.RESULTS / "induction_heads" / "curriculum_L2_s0_step01500.eqx",
-                                        skeleton)
+    skeleton = ch11.make_model(2, seed=0)
+    model = ch11.load_model("curriculum", 2, seed=0, step=ch11.SETTINGS.steps)
+    assert ch11.checkpoint("curriculum", 2, 0, 1500, experiments.RESULTS / "induction_heads").is_file()
     assert not eqx.tree_equal(model, skeleton)
+    assert jax.tree.structure(model) == jax.tree.structure(skeleton)
+
+
+def test_the_stored_runs_record_the_settings_chapters_read():
+    """Chapters 9-11 take their settings from the experiments' homes (chNN.SETTINGS); the stored JSON files must
+    record the same, or the chapter would describe a run other than the one it reads."""
+    runs = experiments.read_json("induction_heads.json")["runs"]
+    assert len(runs) == 2
+    for name, run in runs.items():
+        stored = {k: v for k, v in run["settings"].items() if k not in ("variant", "seeds")}
+        assert stored == ch11.SETTINGS.to_dict(), name
+        assert run["settings"]["variant"] in ch11.VARIANTS
+    assert experiments.read_json("rope_scaling.json")["settings"] == ch09.rope_scaling_settings()
+    assert experiments.read_json("long_context.json")["settings"] == ch09.long_context_settings()
+    for name in ("long_context_renumbered.json", "long_context_finetune_lr.json"):
+        assert experiments.read_json(name)["settings"] == ch09.followup_settings(), name
+    quality = experiments.read_json("kv_heads_quality.json")["settings"]
+    c = ch10.SETTINGS
+    assert (quality["seeds"], quality["kv_heads"], quality["uptrain_to"], quality["uptrain_steps"]) == (
+        list(c.seeds), list(c.kv_heads), list(c.uptrain_to), c.uptrain_steps)
+    assert quality["uptrain_data"] == f"default_rng({c.uptrain_data_seed} + seed)"
+    latent = experiments.read_json("latent_quality.json")["settings"]
+    assert (latent["seeds"], latent["ranks"], latent["rope_dim"]) == (list(c.seeds), list(c.ranks), c.rope_dim)
+    grid = experiments.read_json("kv_heads_uptraining_grid.json")["settings"]
+    assert (grid["seeds"], grid["uptrain_to"], grid["eval_every"]) == (list(c.seeds), list(c.uptrain_to), c.grid_every)
+    recall = experiments.read_json("kv_heads_recall.json")["settings"]
+    assert (recall["seeds"], recall["kv_heads"], recall["curve_block"]) == (
+        list(c.seeds), list(c.recall_kv_heads), c.recall_curve_block)
+    assert {k: recall[k] for k in ch10.RECALL.to_dict()} == ch10.RECALL.to_dict()
+    assert experiments.read_json("kv_decoding.json")["settings"] == ch10.DECODING.to_dict()
+    equal = experiments.read_json("kv_heads_equal_parameters.json")["settings"]
+    assert (equal["seeds"], equal["kv_heads"]) == (list(c.seeds), list(c.uptrain_to))
+
+
+def test_the_settings_test_fails_on_a_changed_setting():
+    """The comparison above can fail: a setting changed by one is told apart from the stored one."""
+    stored = {k: v for k, v in next(iter(experiments.read_json("induction_heads.json")["runs"].values()))[
+        "settings"].items() if k not in ("variant", "seeds")}
+    changed = dataclasses.replace(ch11.SETTINGS, repeated_period=ch11.SETTINGS.repeated_period + 1)
+    assert changed.to_dict() != stored
+    original = ch09.SETTINGS
+    try:
+        ch09.SETTINGS = dataclasses.replace(original, finetune_batch=original.finetune_batch + 1)
+        assert ch09.long_context_settings() != experiments.read_json("long_context.json")["settings"]
+    finally:
+        ch09.SETTINGS = original
 
 
 def test_run_info_records_what_every_stored_json_file_records():

@@ -3,6 +3,7 @@ everything a chapter reads is among what the wheel ships (pyproject.toml's packa
 
 from __future__ import annotations
 
+import ast
 import csv
 import dataclasses
 import fnmatch
@@ -139,3 +140,23 @@ def test_run_info_records_what_every_stored_json_file_records():
     assert list(meta)[:5] == ["date", "machine", "versions", "load_average_1min", "note"]
     assert meta["command"] == "python bench/x.py" and meta["settings"] == {"a": 1} and "total_seconds" in meta
     assert {"cpu_model", "cores", "jax", "backend"} <= set(meta["machine"])
+
+
+def imported_modules(source: str) -> set[str]:
+    """The top-level names of the modules a script imports (absolute imports only)."""
+    tree = ast.parse(source)
+    names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    return names | {n.module.split(".")[0] for n in ast.walk(tree)
+                    if isinstance(n, ast.ImportFrom) and n.module and n.level == 0}
+
+
+def test_no_bench_script_imports_another():
+    """A bench script is a command of its experiment's home (attnbook.experiments.chNN): what two runs share lives
+    there, not in one script that the other imports."""
+    scripts = {p.stem for p in (ROOT / "bench").glob("*.py")}
+    assert {"kv_heads_quality", "rope_scaling", "induction_heads"} <= scripts
+    for path in sorted((ROOT / "bench").glob("*.py")):
+        found = imported_modules(path.read_text(encoding="utf-8")) & scripts
+        assert not found, (path.name, found)
+    # what bench/latent_quality.py imported before chapter 10's home held it: the check sees it
+    assert imported_modules("from kv_heads_quality import OUT, SEEDS, held_out\n") & scripts == {"kv_heads_quality"}

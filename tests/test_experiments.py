@@ -16,7 +16,7 @@ import equinox as eqx
 import jax
 
 from attnbook import experiments
-from attnbook.experiments import ch09, ch10, ch11
+from attnbook.experiments import ch08, ch09, ch10, ch11
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "lib" / "attnbook"
@@ -160,3 +160,12 @@ def test_no_bench_script_imports_another():
         assert not found, (path.name, found)
     # what bench/latent_quality.py imported before chapter 10's home held it: the check sees it
     assert imported_modules("from kv_heads_quality import OUT, SEEDS, held_out\n") & scripts == {"kv_heads_quality"}
+
+
+def test_with_bos_prepends_the_token_and_keeps_every_other_target():
+    x, y = ch08.training_data(0)  # (steps, batch, L)
+    bx, by = ch08.with_bos(x, y)
+    assert bx.shape == by.shape == x.shape[:-1] + (x.shape[-1] + 1,)
+    assert (bx[..., 0] == ch08.SETTINGS.vocab_size).all() and (bx[..., 1:] == x).all()
+    assert (by[..., 0] == x[..., 0]).all() and (by[..., 1:] == y).all()  # after BOS: the first token
+    assert ch09.SETTINGS.bos_token == ch08.SETTINGS.vocab_size == int(bx.max())

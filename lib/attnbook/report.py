@@ -106,11 +106,24 @@ def t(message: str, /, lang: str | None = None, **values) -> str:
     return text.format(**values) if values or placeholders(message) else text
 
 
+def _binary_size(count) -> str:
+    """A count of bytes in the largest binary unit it fills, to at most two decimals: 4864 -> "4.75 KiB"."""
+    count = int(count)
+    if count < 0:
+        raise ValueError(f"a count of bytes cannot be negative, got {count}")
+    for unit, size in (("GiB", 1024 ** 3), ("MiB", 1024 ** 2), ("KiB", 1024)):
+        if count >= size:
+            return f"{count / size:.2f}".rstrip("0").rstrip(".") + " " + unit
+    return f"{count} B"
+
+
 def _cell(value, fmt: str | None) -> str:
     if value is None:
         return "–"
     if isinstance(value, str):
         return value
+    if fmt == "bytes":
+        return _binary_size(value.item() if hasattr(value, "item") else value)
     if fmt is None:
         return str(value.item() if hasattr(value, "item") else value)
     return format(value.item() if hasattr(value, "item") else value, fmt)
@@ -120,8 +133,8 @@ class Table:
     """Labelled rows of results, a Markdown table on the page and aligned text for nbval.
 
     ``columns``: the English names of the columns (translated through :func:`t`); ``rows``: one sequence of values
-    per row, as many as there are columns; ``formats``: one format specification per column (``".3f"``), or None
-    for ``str``. A string cell is printed as it is (pass it through ``t`` to translate it), None as "–".
+    per row, as many as there are columns; ``formats``: one format specification per column (``".3f"``; ``"bytes"``
+    for a count of bytes in KiB, MiB or GiB), or None for ``str``. A string cell is printed as it is (pass it through ``t`` to translate it), None as "–".
     """
 
     def __init__(self, columns: Sequence[str], rows: Sequence[Sequence], *, formats: Sequence[str | None] | None = None):

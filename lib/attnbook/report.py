@@ -14,6 +14,9 @@ are printed as given, numbers in the column's format::
 
     Table(["d", "var(q·k)"], [(4, 4.02), (16, 15.9)], formats=[None, ".0f"])
 
+A result measured with several seeds is one cell, :func:`mean_range`: the mean and, in brackets, the lowest and the
+highest seed (``"0.25 (0.24–0.26)"``).
+
 Both editions stay complete: a message missing from the catalogue, or one whose translation is empty or names other
 placeholders, raises a ``KeyError`` in either language, so the notebook that prints it fails under nbval
 (``tests/test_report.py`` also checks every message a chapter's code names against the catalogue).
@@ -27,6 +30,8 @@ import re
 import string
 from collections.abc import Sequence
 from importlib import resources
+
+import numpy as np
 
 from . import plotting
 
@@ -170,6 +175,19 @@ class Table:
 
     def __str__(self) -> str:
         return self.__repr__()
+
+
+def mean_range(values, fmt: str = ".2f") -> str:
+    """One value per seed as a table cell: the mean and, in brackets, the lowest and the highest value.
+
+    ``mean_range([0.24, 0.25, 0.26])`` is ``"0.25 (0.24–0.26)"``; a single value is printed alone.
+    """
+    values = np.asarray(values, dtype=float).ravel()
+    if values.size == 0:
+        raise ValueError("mean_range needs at least one value")
+    if values.size == 1:
+        return format(values[0], fmt)
+    return f"{format(values.mean(), fmt)} ({format(values.min(), fmt)}–{format(values.max(), fmt)})"
 
 
 def _is_number(text: str) -> bool:

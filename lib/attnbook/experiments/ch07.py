@@ -274,7 +274,8 @@ def main(argv=None) -> int:
     ablations = commands.add_parser("ablations", help="every ablation row with seeds 0, 1, 2 (about 20 minutes)")
     decoding = commands.add_parser("decoding", help="greedy decoding time against output length")
     for command in (ablations, decoding):
-        command.add_argument("--write", action="store_true", help="write the stored results (lib/attnbook/experiments/results/)")
+        command.add_argument("--write", action="store_true",
+                             help="write the stored results (lib/attnbook/experiments/results/)")
         command.add_argument("--out", type=pathlib.Path, help="the CSV to write instead")
     ablations.add_argument("--shard", help="i/n: run only every n-th run, starting at the i-th, into --partial")
     ablations.add_argument("--partial", type=pathlib.Path, help="folder of the shards' JSON-lines files")

@@ -1,5 +1,6 @@
-"""The homes of chapters 6 and 7's experiments (attnbook.experiments.ch06, .ch07): their settings are what the stored
-results record, and their runs write what the chapters read."""
+"""The homes of chapters 4, 6 and 7's experiments (attnbook.experiments.ch04, .ch06, .ch07): the settings of chapters 6
+and 7 are what their stored results record, their runs write what the chapters read, and chapter 4's gives the
+chapter's inputs, targets and layer."""
 
 from __future__ import annotations
 
@@ -121,3 +122,19 @@ def test_a_run_overwrites_the_stored_results_only_when_told(main, argv, capsys):
         main(argv)
     err = capsys.readouterr().err
     assert "--write" in err or "--partial" in err
+
+
+def test_chapter4_home_gives_the_chapters_inputs_targets_and_layer():
+    from attnbook.experiments import ch04
+    from attnbook.mha import parameter_count
+
+    xs = ch04.inputs()
+    s = ch04.SETTINGS
+    assert xs.shape == (s.examples, s.tokens, s.features) and xs.dtype == "float32" and 0 <= xs.min() < xs.max() < 1
+    targets = ch04.targets(xs)
+    assert list(targets) == ["own sum", "add token 2", "replace by token 2"]
+    assert all(y.shape == xs.shape for y in targets.values())
+    assert (targets["replace by token 2"][:, 3] == xs[:, 1]).all()  # the article's token 2 is index 1
+    assert parameter_count(ch04.layer(key_bias_positions=5)) == 1967  # as chapter 4 asserts
+    assert ch04.layer(d_model=14).w_q.shape == (14, s.heads, s.key_dim)
+    assert ch04.optimizer() is ch04.optimizer()  # created once: runs of one model structure share their program

@@ -13,7 +13,7 @@
     var NAMES = {rope: W.t("RoPE, plain", "RoPE（そのまま）"), pi: "PI", ntk: "NTK-aware", yarn: "YaRN",
                  yarn_no_temperature: W.t("YaRN without temperature", "温度なしの YaRN"), alibi: "ALiBi"};
     var state = {method: "yarn", length: D.lengths[1]};
-    var f = W.frame(root, W.t("Try it: stretching RoPE, no fine-tuning", "試してみましょう：微調整なしで RoPE を伸ばす"));
+    var f = W.frame(root, W.t("Try it: stretching RoPE, no fine-tuning", "試してみましょう：微調整なしでの RoPE の引き伸ばし"));
     W.select(f.controls, {label: W.t("method", "方法"), name: "method", value: state.method,
                           options: D.methods.map(function (m) { return [m, NAMES[m]]; }),
                           onChange: function (v) { state.method = v; draw(); }});
@@ -38,17 +38,17 @@
       var plot = W.lineplot(figure, series, {
         ylim: [0.6, top], xticks: [0, L, T / 2, T - 1].filter(function (v, i, a) { return a.indexOf(v) === i; }), height: 220,
         xlabel: W.t("position (dashed: the training length L = " + L + ")", "位置（破線：学習時の長さ L = " + L + "）"),
-        ylabel: W.t("loss (nats per token)", "損失（ナット）"),
+        ylabel: W.t("loss (nats per token)", "損失（ナット／トークン）"),
         label: W.t("Line plot of the loss at each position 0 to " + (T - 1) + " with " + NAMES[m] + ", mean of 5 seeds, " +
                    "beside plain RoPE, the optimum and the current-token baseline",
                    NAMES[m] + " での位置 0 から " + (T - 1) + " の損失（5 シードの平均）の折れ線グラフ。" +
-                   "素の RoPE、最適値、現在のトークンだけのベースラインも示します")});
+                   "素の RoPE、最適値、現在のトークンだけのベースラインも示す")});
       plot.setAttribute("data-figure", "loss");
       var excess = D.excess[m][key], current = D.excess.current_token[key][0];
       root.setAttribute("data-method", m);
       root.setAttribute("data-length", T);
       root.setAttribute("data-excess", JSON.stringify(excess));
-      var scale = (m === "rope" || m === "alibi") ? "" : W.t(" (stretched by s = " + D.scales[key] + ")", "（s = " + D.scales[key] + " で伸ばす）");
+      var scale = (m === "rope" || m === "alibi") ? "" : W.t(" (stretched by s = " + D.scales[key] + ")", "（s = " + D.scales[key] + " で引き伸ばし）");
       var list = excess.map(function (v) { return W.fmt(v, 2); }).join(W.t(", ", "、"));
       f.note.textContent = W.t(
         NAMES[m] + scale + " at T = " + T + ": excess over the optimum beyond L, mean " + W.fmt(mean(excess), 3) +

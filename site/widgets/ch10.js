@@ -81,7 +81,7 @@
       series.push({x: [g, g], y: [lo, hi], colour: W.PALETTE[1], dash: "4 3", name: "chosen"});
       var plot = W.lineplot(right, series, {
         xticks: gs, ylim: [lo, hi], height: 170,
-        title: recall ? W.t("held-out accuracy after " + task.steps + " steps", task.steps + " ステップ後のテストデータでの正解率")
+        title: recall ? W.t("held-out accuracy after " + task.steps + " steps", task.steps + " ステップ後のテスト用データでの正解率")
                       : W.t("excess over the optimum (nats), " + task.steps + " steps", task.steps + " ステップ後の最適値との差（ナット）"),
         xlabel: W.t("key/value heads G", "キー・バリューヘッド数 G"),
         label: W.t("Stored results per seed against G, the chosen G marked", "シードごとの保存済みの結果を G に対して描いた図。選んだ G に印")});

@@ -33,7 +33,7 @@
     var NAMES = {plain: W.t("plain: code only", "コードのみ（plain）"),
                  curriculum: W.t("curriculum: random repeats, then code", "カリキュラム（周期系列の後にコード）")};
     var f = W.frame(root, W.t("Try it: scrub through training and watch the induction score appear",
-                              "試してみましょう：訓練を進めて帰納スコアが現れるのを見ます"));
+                              "試してみましょう：学習中に現れる帰納スコア"));
     W.select(f.controls, {label: W.t("data", "データ"), name: "variant", value: state.variant,
                           options: DATA.variants.map(function (v) { return [v, NAMES[v] || v]; }),
                           onChange: function (v) { state.variant = v; draw(); }});
@@ -57,12 +57,11 @@
       return W.range(depth).map(function (l) { return row.slice(l * heads, (l + 1) * heads); });
     }
 
-    function headsMap(parent, row, depth, name, title) {
+    function headsMap(parent, row, depth, name, title, label) {
       var node = W.heatmap(parent, matrix(row, depth), {
         vmin: 0, vmax: 1, map: "viridis", numbers: true, height: Math.max(80, 48 * depth), title: title,
         xticks: W.range(heads), yticks: W.range(depth), xlabel: W.t("head", "ヘッド"), ylabel: W.t("layer", "層"),
-        label: W.t(title + " of each head (rows: layers, columns: heads)",
-                   "各ヘッドの" + title + "（行：層、列：ヘッド）")});
+        label: label + W.t(" (rows: layers, columns: heads)", "（行：層、列：ヘッド）")});
       node.setAttribute("data-figure", name);
     }
 
@@ -101,8 +100,11 @@
                    "一様なアテンションの値と選んだステップに印")});
       plot.setAttribute("data-figure", "scores");
       var title = W.t("step " + state.step + ": ", "ステップ " + state.step + "：");
-      headsMap(inductionMap, ind, depth, "induction", title + W.t("induction score", "帰納スコア"));
-      headsMap(previousMap, prev, depth, "previous_token", title + W.t("previous-token score", "直前トークンスコア"));
+      var induction = W.t("induction score", "帰納スコア"), previous = W.t("previous-token score", "直前トークンスコア");
+      headsMap(inductionMap, ind, depth, "induction", title + induction,
+               W.t(title + induction + " of each head", "ステップ " + state.step + " での各ヘッドの" + induction));
+      headsMap(previousMap, prev, depth, "previous_token", title + previous,
+               W.t(title + previous + " of each head", "ステップ " + state.step + " での各ヘッドの" + previous));
       var top = Math.max.apply(null, run.code_first.concat(run.code_second));
       var losses = W.lineplot(code, [
         {x: steps, y: run.code_first, colour: W.PALETTE[0], name: "first", label: W.t("first copy", "1 回目")},

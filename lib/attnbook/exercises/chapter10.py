@@ -65,7 +65,7 @@ register(
         atol=0.0,
         mistakes=(
             Mistake("only the keys are counted: the cache holds a key and a value for every key/value head.",
-                    "キーだけを数えています。キャッシュにはキー・値ヘッドごとにキーと値の両方が入ります。",
+                    "キーだけを数えています。キャッシュにはキー・バリューヘッドごとにキーとバリューの両方が入ります。",
                     answer=lambda tokens, layers, kv_heads, d_head, itemsize:
                     tokens * layers * kv_heads * d_head * itemsize),
             Mistake("the numbers are counted, not the bytes: multiply by itemsize (2 for float16, 4 for float32).",
@@ -85,7 +85,7 @@ register(
         mistakes=(
             Mistake("the heads of a group are not consecutive here: query head h reads key/value head "
                     "h // (heads / G), so group g pools heads g s .. g s + s - 1, with s = heads / G.",
-                    "ここではグループのヘッドが連続していません。クエリヘッド h が読むのはキー・値ヘッド "
+                    "ここではグループのヘッドが連続していません。クエリヘッド h が読むのはキー・バリューヘッド "
                     "h // (heads / G) なので、グループ g は s = heads / G としてヘッド g s から g s + s - 1 を"
                     "まとめます。",
                     answer=_pool_interleaved),
@@ -109,7 +109,7 @@ register(
                     "引いた数です。",
                     answer=lambda kv_heads, d_head, rope_dim: 2 * kv_heads * d_head),
             Mistake("GQA caches a key and a value per key/value head: 2 G d_h numbers, not G d_h.",
-                    "GQA はキー・値ヘッドごとにキーと値をキャッシュします。G d_h 個ではなく 2 G d_h 個です。",
+                    "GQA はキー・バリューヘッドごとにキーとバリューをキャッシュします。G d_h 個ではなく 2 G d_h 個です。",
                     answer=lambda kv_heads, d_head, rope_dim: kv_heads * d_head - rope_dim),
         ),
     ),

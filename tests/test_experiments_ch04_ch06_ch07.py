@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 
 import pytest
 
@@ -49,6 +50,14 @@ def test_chapter6_reads_numbers_as_floats_and_runs_not_made_as_none():
     skipped = [r for r in rows if r["status"] != "measured"]
     assert skipped and all(r["seconds"] is None and isinstance(r["temp_bytes"], float) for r in skipped)
     assert all(isinstance(r["seconds"], float) for r in rows if r["status"] == "measured")
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/clear_refs"), reason="the cross-check reads Linux's /proc")
+def test_chapter6_cross_check_runs_each_call_in_a_fresh_process():
+    checks = ch06.rss_check(128)  # python -m attnbook.experiments.ch06 --rss-worker ..., four times
+    assert [(c["method"], c["all_buffers"]) for c in checks] == [(c["method"], c["all_buffers"]) for c in
+                                                                  experiments.read_json("attention_cost.json")["rss_check"]]
+    assert all(c["T"] == 128 and c["peak_rss_growth_bytes"] >= 0 and c["analysed_temp_bytes"] >= 0 for c in checks)
 
 
 def test_chapter7_settings_are_what_the_stored_runs_record():

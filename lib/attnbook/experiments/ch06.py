@@ -318,7 +318,9 @@ def rss_check(length: int) -> list[dict]:
     """:func:`rss_worker` in a fresh process for full attention (both programs), jax.nn and chunked attention."""
     results = []
     for name, all_buffers in [("attention", False), ("attention", True), ("jax.nn", False), ("chunked", False)]:
-        command = [sys.executable, "-m", __name__, "--rss-worker", name, str(length)]
+        # this module by its own name, also when it runs as ``python -m`` (then ``__name__`` is "__main__")
+        module = __spec__.name if __spec__ is not None else "attnbook.experiments.ch06"
+        command = [sys.executable, "-m", module, "--rss-worker", name, str(length)]
         if all_buffers:
             command.append("--all-buffers")
         out = subprocess.run(command, check=True, capture_output=True, text=True).stdout

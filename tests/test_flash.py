@@ -171,13 +171,21 @@ def test_causal_attention_visits_exactly_the_tiles_that_meet_the_triangle(tq, tk
     n_q, n_k = math.ceil(tq / query_block), math.ceil(tk / key_block)
     # A tile (i, j) holds an allowed pair when its first key is at or before its last query.
     needed = {(i, j) for i in range(n_q) for j in range(n_k) if j * key_block <= i * query_block + query_block - 1}
-    forward = {(i, j) for i in range(n_q) for j in range(int(attention._key_blocks_seen(i, query_block, key_block, n_k,
-                                                                                         True)))}
-    backward = {(i, j) for j in range(n_k) for i in range(attention._first_query_block(j, query_block, key_block, True),
-                                                          n_q)}
-    assert forward == needed and backward == needed
+    forward, backward = attention.flash_tiles(tq, tk, query_block, key_block, causal=True)
+    assert forward.shape == backward.shape == (n_q, n_k)
+    assert set(zip(*map(list, np.nonzero(forward)))) == needed and set(zip(*map(list, np.nonzero(backward)))) == needed
+    assert all(attention.flash_tiles(tq, tk, query_block, key_block)[0].flatten())  # not causal: every tile
     if (tq, query_block) == (4096, 512):
         assert len(needed) == 36 and n_q * n_k == 64  # 8 x 8 tiles, 36 on or below the diagonal
+
+
+def test_flash_tiles_rejects_bad_sizes():
+    with pytest.raises(ValueError, match="query_block"):
+        attention.flash_tiles(8, 8, 0, 4)
+    with pytest.raises(TypeError, match="tk"):
+        attention.flash_tiles(8, 8.0, 4, 4)
+    with pytest.raises(TypeError, match="causal"):
+        attention.flash_tiles(8, 8, 4, 4, causal="yes")
 
 
 # ---------------------------------------------------------------------------------------------

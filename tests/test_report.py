@@ -72,3 +72,18 @@ def test_last_token_is_the_last_row_of_the_output():
     layer = SelfAttention(4, 6, 3, key=jax.random.key(0))
     x = jax.random.normal(jax.random.key(1), (10, 4))
     assert jnp.array_equal(layer.last_token(x), layer(x)[0][-1])
+
+
+def test_a_count_of_bytes_is_printed_in_the_largest_binary_unit_it_fills():
+    table = Table(["KV cache"], [[0], [1023], [1024], [4864], [528384], [67112960], [3 * 1024 ** 3]], formats=["bytes"])
+    assert [row[0] for row in table.rows] == ["0 B", "1023 B", "1 KiB", "4.75 KiB", "516 KiB", "64 MiB", "3 GiB"]
+    with pytest.raises(ValueError, match="negative"):
+        Table(["KV cache"], [[-1]], formats=["bytes"])
+
+
+def test_mean_range_prints_the_mean_and_the_lowest_and_highest_seed():
+    assert report.mean_range([0.24, 0.26, 0.25]) == "0.25 (0.24–0.26)"
+    assert report.mean_range(np.array([[1.0, 3.0]]), ".1f") == "2.0 (1.0–3.0)"
+    assert report.mean_range(np.array([0.7049])) == "0.70"  # one value: no range
+    with pytest.raises(ValueError, match="at least one"):
+        report.mean_range([])

@@ -287,7 +287,6 @@ ENDS_IN_WORD = re.compile("[0-9\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff]$")
 # passes: each is a chapter whose printing another change is rewriting.
 JAPANESE_OUTPUT_EXCEPTIONS: dict[str, str] = {
     "02-scaled-dot-product-attention.ipynb": "'->' between a weather sequence and the next day it predicts (cell 8)",
-    "08-positions-measured.ipynb": "'->' in cell 16; chapter 8's code cells (issue 39)",
 }
 
 

@@ -84,35 +84,29 @@ CH04_WEIGHTS = MODELS / "ch04_key_bias_add_token_2.eqx"
 
 
 def chapter4_layer_skeleton():
-    """Chapter 4's ``mha(key_bias_positions=5)``: 8 heads of key_dim 7 on 7 features, d_out 7, key 0."""
-    import jax
-
-    from attnbook.mha import MultiHeadAttention
-    return MultiHeadAttention(7, 8, 7, d_out=7, key=jax.random.key(0), key_bias_positions=5)
+    """Chapter 4's key-bias layer before training (attnbook.experiments.ch04.layer(key_bias_positions=5))."""
+    from attnbook.experiments import ch04
+    return ch04.layer(key_bias_positions=5)
 
 
 def chapter4_inputs():
-    """Chapter 4's 1000 inputs of 5 tokens x 7 features (default_rng(2023), uniform in [0, 1))."""
-    import numpy as np
-    return np.random.default_rng(2023).random((1000, 5, 7), dtype=np.float32)
+    """Chapter 4's 1000 inputs of 5 tokens x 7 features (attnbook.experiments.ch04.inputs)."""
+    from attnbook.experiments import ch04
+    return ch04.inputs()
 
 
 def train_chapter4() -> None:
-    """Train the layer exactly as chapter 4's notebook does (attnbook.mha.SelfAttentionModel without a position table,
-    mean squared error, Adam at 1e-2, 1000 steps of 32, key 1; target 'add token 2': every token plus
-    token 2) and store it with equinox.tree_serialise_leaves."""
+    """Train the layer as chapter 4's notebook does (attnbook.experiments.ch04.train_on, a SelfAttentionModel without a
+    position table, on the target 'add token 2') and store it with equinox.tree_serialise_leaves."""
     import equinox as eqx
-    import jax
-    import optax
 
-    from attnbook import train
-    from attnbook.mha import SelfAttentionModel, mse  # the notebook's model (no position table) and loss
+    from attnbook.experiments import ch04
+    from attnbook.mha import SelfAttentionModel
 
     xs = chapter4_inputs()
-    model, _ = train.fit(SelfAttentionModel(chapter4_layer_skeleton()), mse, (xs, xs + xs[:, [1]]),
-                         optimizer=optax.adam(1e-2), steps=1000, batch_size=32, key=jax.random.key(1))
+    run = ch04.train_on(SelfAttentionModel(chapter4_layer_skeleton()), xs, ch04.targets(xs)["add token 2"])
     CH04_WEIGHTS.parent.mkdir(parents=True, exist_ok=True)
-    eqx.tree_serialise_leaves(CH04_WEIGHTS, model.attention)
+    eqx.tree_serialise_leaves(CH04_WEIGHTS, run["model"].attention)
 
 
 def chapter4_layer():
@@ -145,33 +139,24 @@ CH07_SOURCES = 4  # the first held-out strings the widget offers
 
 
 def chapter7_skeleton():
-    """Chapter 7's model: 2 encoder and 2 decoder blocks of width 32, 4 heads, pre-LN, seed 0."""
-    import jax
-
-    from attnbook import transformer
-    return transformer.EncoderDecoder(transformer.DIGITS + 1, d_model=32, depth=2, heads=4, key=jax.random.key(0))
+    """Chapter 7's model before training (attnbook.experiments.ch07.model, the live run's seed)."""
+    from attnbook.experiments import ch07
+    return ch07.model(ch07.SEED)
 
 
 def chapter7_data():
-    """Chapter 7's training set (20000 strings of 8 digits) and held-out set (1000 strings never trained on)."""
-    import numpy as np
-
-    from attnbook import transformer
-    rng = np.random.default_rng(0)
-    train_set = transformer.reversal_data(20000, 8, rng)
-    return train_set, transformer.reversal_data(1000, 8, rng, exclude=train_set[0])
+    """Chapter 7's training set and held-out set (attnbook.experiments.ch07.data)."""
+    from attnbook.experiments import ch07
+    return ch07.data()
 
 
 def train_chapter7() -> None:
-    """Train the model exactly as chapter 7's notebook does (Adam at 0.003, 600 steps of 64, key 1000 + seed 0)."""
+    """Train the model as chapter 7's notebook does: attnbook.experiments.ch07.train, the live run's seed."""
     import equinox as eqx
-    import jax
-    import optax
 
-    from attnbook import train, transformer
+    from attnbook.experiments import ch07
     train_set, _ = chapter7_data()
-    model, _ = train.fit(chapter7_skeleton(), transformer.sequence_loss, train_set, optimizer=optax.adam(3e-3),
-                         steps=600, batch_size=64, key=jax.random.key(1000))
+    model, _ = ch07.train(chapter7_skeleton(), train_set, ch07.SEED)
     CH07_WEIGHTS.parent.mkdir(parents=True, exist_ok=True)
     eqx.tree_serialise_leaves(CH07_WEIGHTS, model)
 
@@ -220,13 +205,14 @@ def significant(x: float, digits: int = 3) -> float:
 
 
 def chapter6() -> dict:
-    """Chapter 6 (bench/attention_cost.py): per method, mode and length T, the median time per call (ms) where it
+    """Chapter 6 (attnbook.experiments.ch06): per method, mode and length T, the median time per call (ms) where it
     was run, the temporary memory of XLA's analysis with every buffer visible (MiB, planned even where the run
     was skipped), and the status: "measured", "time" or "memory" (skipped over the benchmark's limit), 3
     significant digits as the chapter prints them."""
+    from attnbook.experiments import ch06
+
     rows, settings = read("attention_cost.csv"), meta("attention_cost.json")["settings"]
-    methods = ["attention", "jax.nn", "chunked", "aft-full", "aft-local", "aft-simple", "aft-conv"]
-    modes = ["forward", "forward+backward"]
+    methods, modes = list(ch06.method_table()), list(ch06.MODES)
     table = {}
     for mode in modes:
         for method in methods:

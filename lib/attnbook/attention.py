@@ -6,7 +6,8 @@ Single sequences, rows as tokens; ``jax.vmap`` adds batch and head axes.
 Chapter 6: :func:`chunked_attention`, the same function computed in chunks so that no
 ``Tq x Tk`` array is ever built (Rabe & Staats, 2021), and :func:`flash_attention`, FlashAttention's
 algorithm (Dao et al. 2022; Dao 2023): the same tiles, a stored log-sum-exp per query, and a backward
-pass that recomputes the tiles instead of differentiating through the loops.
+pass that recomputes the tiles instead of differentiating through the loops; :func:`flash_tiles` says which tiles
+its two passes compute.
 
 Bad and extreme input (the contract of :mod:`attnbook`):
 
@@ -32,6 +33,7 @@ import math
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Bool, Float
 
 from . import _checks, nn
@@ -572,6 +574,26 @@ def _tiles(query_block, key_block, tq, tk):
     """Numbers of query and key blocks and the padding that makes the lengths multiples of the blocks."""
     n_q, n_k = math.ceil(tq / query_block), math.ceil(tk / key_block)
     return n_q, n_k, n_q * query_block - tq, n_k * key_block - tk
+
+
+def flash_tiles(tq: int, tk: int, query_block: int, key_block: int,
+                causal: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """The tiles :func:`flash_attention` computes for ``tq`` queries and ``tk`` keys, blocks clipped to the lengths as
+    there: boolean ``(n_q, n_k)`` arrays, ``[i, j]`` True where the forward pass (query block ``i``'s loop over key
+    blocks) and the backward pass (key block ``j``'s loop over query blocks) compute tile ``(i, j)``. Without
+    ``causal``, every tile; with it, the tiles whose first key is at or before their last query (the others hold no
+    allowed pair and are skipped)."""
+    tq, tk = _checks.positive_int("tq", tq), _checks.positive_int("tk", tk)
+    query_block = min(_checks.positive_int("query_block", query_block), tq)
+    key_block = min(_checks.positive_int("key_block", key_block), tk)
+    causal = _checks.flag("causal", causal)
+    n_q, n_k, _, _ = _tiles(query_block, key_block, tq, tk)
+    forward, backward = np.zeros((n_q, n_k), bool), np.zeros((n_q, n_k), bool)
+    for i in range(n_q):
+        forward[i, :int(_key_blocks_seen(i, query_block, key_block, n_k, causal))] = True
+    for j in range(n_k):
+        backward[int(_first_query_block(j, query_block, key_block, causal)):, j] = True
+    return forward, backward
 
 
 def _tile_allowed(mask, causal, q_start, k_start, query_block, key_block, tk):

@@ -14,6 +14,9 @@ are printed as given, numbers in the column's format::
 
     Table(["d", "var(q·k)"], [(4, 4.02), (16, 15.9)], formats=[None, ".0f"])
 
+A result measured with several seeds is one cell, :func:`mean_range`: the mean and, in brackets, the lowest and the
+highest seed (``"0.25 (0.24–0.26)"``).
+
 Both editions stay complete: a message missing from the catalogue, or one whose translation is empty or names other
 placeholders, raises a ``KeyError`` in either language, so the notebook that prints it fails under nbval
 (``tests/test_report.py`` also checks every message a chapter's code names against the catalogue).
@@ -27,6 +30,8 @@ import re
 import string
 from collections.abc import Sequence
 from importlib import resources
+
+import numpy as np
 
 from . import plotting
 
@@ -106,11 +111,24 @@ def t(message: str, /, lang: str | None = None, **values) -> str:
     return text.format(**values) if values or placeholders(message) else text
 
 
+def _binary_size(count) -> str:
+    """A count of bytes in the largest binary unit it fills, to at most two decimals: 4864 -> "4.75 KiB"."""
+    count = int(count)
+    if count < 0:
+        raise ValueError(f"a count of bytes cannot be negative, got {count}")
+    for unit, size in (("GiB", 1024 ** 3), ("MiB", 1024 ** 2), ("KiB", 1024)):
+        if count >= size:
+            return f"{count / size:.2f}".rstrip("0").rstrip(".") + " " + unit
+    return f"{count} B"
+
+
 def _cell(value, fmt: str | None) -> str:
     if value is None:
         return "–"
     if isinstance(value, str):
         return value
+    if fmt == "bytes":
+        return _binary_size(value.item() if hasattr(value, "item") else value)
     if fmt is None:
         return str(value.item() if hasattr(value, "item") else value)
     return format(value.item() if hasattr(value, "item") else value, fmt)
@@ -120,8 +138,8 @@ class Table:
     """Labelled rows of results, a Markdown table on the page and aligned text for nbval.
 
     ``columns``: the English names of the columns (translated through :func:`t`); ``rows``: one sequence of values
-    per row, as many as there are columns; ``formats``: one format specification per column (``".3f"``), or None
-    for ``str``. A string cell is printed as it is (pass it through ``t`` to translate it), None as "–".
+    per row, as many as there are columns; ``formats``: one format specification per column (``".3f"``; ``"bytes"``
+    for a count of bytes in KiB, MiB or GiB), or None for ``str``. A string cell is printed as it is (pass it through ``t`` to translate it), None as "–".
     """
 
     def __init__(self, columns: Sequence[str], rows: Sequence[Sequence], *, formats: Sequence[str | None] | None = None):
@@ -157,6 +175,19 @@ class Table:
 
     def __str__(self) -> str:
         return self.__repr__()
+
+
+def mean_range(values, fmt: str = ".2f") -> str:
+    """One value per seed as a table cell: the mean and, in brackets, the lowest and the highest value.
+
+    ``mean_range([0.24, 0.25, 0.26])`` is ``"0.25 (0.24–0.26)"``; a single value is printed alone.
+    """
+    values = np.asarray(values, dtype=float).ravel()
+    if values.size == 0:
+        raise ValueError("mean_range needs at least one value")
+    if values.size == 1:
+        return format(values[0], fmt)
+    return f"{format(values.mean(), fmt)} ({format(values.min(), fmt)}–{format(values.max(), fmt)})"
 
 
 def _is_number(text: str) -> bool:

@@ -9,6 +9,10 @@ alone (downloaded, or in Colab) reads them from the installed package, never fro
 
 :mod:`attnbook.experiments.store` holds the reading and the writing (``read_csv``, ``read_json``, ``write_csv``,
 ``RunInfo``: the date, machine, versions and load every run stores beside its numbers).
+
+Chapters 6 and 7's experiments are :mod:`attnbook.experiments.ch06` and :mod:`attnbook.experiments.ch07`: their
+settings (frozen dataclasses), their runs and the writing of their stored results, each its own command
+(``python -m attnbook.experiments.ch06 --write``, ``python -m attnbook.experiments.ch07 ablations --write``).
 """
 
 from .store import RESULTS, RunInfo, machine, read_csv, read_json, source_folder, write_csv

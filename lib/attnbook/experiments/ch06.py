@@ -1,0 +1,468 @@
+"""Chapter 6's experiment: what attention costs on this machine, wall time and temporary memory against length.
+
+For T = 128, 256, ... (powers of two up to ``SETTINGS.max_length``) and for seven token-mixing functions of one
+sequence (``SETTINGS.d`` = 64 features, float32, no mask):
+
+    attention    attnbook.attention.scaled_dot_product_attention (the output; weights unused)
+    jax.nn       jax.nn.dot_product_attention, one batch and one head: (1, T, 1, d)
+    chunked      attnbook.attention.chunked_attention, query and key chunks of 1024
+    aft-full     attnbook.aft.aft_full with a (T, T) position bias
+    aft-local    attnbook.aft.aft_local, window 32 (|t - t'| < 32), same (T, T) bias
+    aft-simple   attnbook.aft.aft_simple
+    aft-conv     attnbook.aft.aft_conv, 8 heads of 8 channels, kernel of 63 offsets
+
+each in two modes: the forward pass, and forward + backward (the gradient of sum(out**2) with respect to q, k and
+v; biases and kernels are held fixed). Measured:
+
+* time: compiled, one warm-up run, then the median of 7 runs (5 when a run takes over 0.2 s, 3 over a second),
+  each ended by jax.block_until_ready;
+* temporary memory: XLA's compiled memory analysis (temp_size_in_bytes), compiled with every buffer visible to the
+  analysis (attnbook.cost.ALL_BUFFERS) and, for the timed programs, also as compiled by default (on the CPU, XLA
+  hands large fused computations to YNNPACK, whose scratch memory the analysis does not see);
+* a cross-check of the analysis against the operating system: the growth of the peak resident memory of a fresh
+  process during one forward call at T = 16384;
+* the library's attention against jax.nn.dot_product_attention at T = 1024 and 4096 with the runs of the two
+  interleaved, so that both see the same load on a shared machine;
+* chunked attention at T = 8192 with several chunk sizes: what memory buys in time.
+
+The memory analysis needs no run, so it is recorded for every T up to the largest. A run is skipped, and recorded
+as skipped, when its predicted time exceeds ``max_run_seconds`` (from the previous length and the method's growth)
+or its memory (temporary + inputs + outputs) exceeds ``max_memory_gib``, or when the whole benchmark has used up
+``budget_minutes``.
+
+    python -m attnbook.experiments.ch06 --write          # about 10 minutes; writes the stored results
+    python -m attnbook.experiments.ch06 --quick          # T up to 2048, written to a temporary folder
+    python -m attnbook.experiments.ch06 --memory-only REASON   # memory analysed again, stored times kept
+
+Writes ``attention_cost.csv`` (one row per method, mode and T), ``attention_cost_chunks.csv`` (chunk sizes of
+chunked attention at one T) and ``attention_cost.json`` (the machine, :data:`SETTINGS`, the cross-checks) into
+:func:`attnbook.experiments.source_folder`, then prints tables. Chapter 6 reads them with :func:`read_rows` and
+:func:`attnbook.experiments.read_json`.
+
+``--memory-only`` re-analyses the memory of every stored row (both programs) and re-runs the cross-check with the
+current library, keeping the stored times, and records when and why in the JSON (``memory_reanalysed``): the
+analysis is exact and needs no quiet machine, the times do. Use it when a library change moves memory and not time
+(see the JSON's note for the one such change).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import dataclasses
+import datetime
+import json
+import math
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .. import aft, cost
+from ..attention import chunked_attention, scaled_dot_product_attention
+from .store import machine, source_folder, write_csv
+
+MODES = ("forward", "forward+backward")
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """The sizes and limits of chapter 6's benchmark (:meth:`to_dict`: what its JSON file records as settings)."""
+
+    d: int = 64  # features per token (one head)
+    chunk: int = 1024  # query and key chunk of chunked attention
+    aft_local_window: int = 32  # AFT-local: |t - t'| < 32, a band of 63 offsets
+    aft_conv_heads: int = 8  # AFT-conv: 8 heads of 8 channels ...
+    aft_conv_kernel: int = 63  # ... and a centred kernel of 63 offsets
+    max_length: int = 131072  # T = 128, 256, ..., max_length
+    max_run_seconds: float = 4.0  # skip runs predicted to take longer
+    max_memory_gib: float = 4.0  # skip runs that need more memory (temporary + inputs + outputs)
+    budget_minutes: float = 8.0  # stop timing after this long
+    chunk_sweep_length: int = 8192  # the T of the chunk-size sweep ...
+    chunk_sweep: tuple[tuple[int, int], ...] = ((256, 256), (512, 512), (1024, 1024), (1024, 4096))  # ... its sizes
+    paired_lengths: tuple[int, ...] = (1024, 4096)  # attnbook against jax.nn, interleaved
+    paired_rounds: int = 15
+    rss_length: int | None = 16384  # the operating system's cross-check (None: not run)
+
+    @property
+    def lengths(self) -> list[int]:
+        """The sequence lengths of the series: powers of two from 128 to ``max_length``."""
+        return [2**i for i in range(7, int(math.log2(self.max_length)) + 1)]
+
+    def quick(self) -> Settings:
+        """A trial run: T up to 2048, the sweep at 1024, one paired length, no cross-check."""
+        return dataclasses.replace(self, max_length=2048, chunk_sweep_length=1024, paired_lengths=(1024,),
+                                   rss_length=None)
+
+    def to_dict(self) -> dict:
+        """The settings as ``attention_cost.json`` records them (the sweep, the paired lengths and the cross-check's
+        length are recorded by their own rows: ``attention_cost_chunks.csv``, ``paired_attention_vs_jax_nn`` and
+        ``rss_check``)."""
+        return {"d": self.d, "dtype": "float32", "chunk": self.chunk, "aft_local_window": self.aft_local_window,
+                "aft_conv_heads": self.aft_conv_heads, "aft_conv_kernel": self.aft_conv_kernel,
+                "lengths": self.lengths, "max_run_seconds": self.max_run_seconds,
+                "max_memory_gib": self.max_memory_gib, "budget_minutes": self.budget_minutes,
+                "all_buffers_options": cost.ALL_BUFFERS, "gradient": "of sum(out**2) with respect to q, k and v",
+                "timing": "compiled, one warm-up run, median of 7 runs (5 if a run takes over 0.2 s, 3 over 1 s)"}
+
+
+SETTINGS = Settings()
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading the stored results
+
+
+def read_rows(path) -> list[dict]:
+    """The rows of a CSV file the benchmark wrote (``RESULTS / "attention_cost.csv"``, ``..._chunks.csv``): numbers
+    as floats, empty fields (a length not run) as None; ``method``, ``mode`` and ``status`` stay strings."""
+    with path.open("r", newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    for row in rows:
+        for key, value in row.items():
+            if key not in ("method", "mode", "status"):
+                row[key] = None if value == "" else float(value)
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------
+# The functions and their inputs
+
+
+def method_table(s: Settings = SETTINGS) -> dict:
+    """name -> (function, input shapes for length T, nominal growth exponent of the time)."""
+    d = s.d
+    qkv = lambda t: [(t, d), (t, d), (t, d)]  # noqa: E731
+    return {
+        "attention": (lambda q, k, v: scaled_dot_product_attention(q, k, v)[0], qkv, 2),
+        "jax.nn": (lambda q, k, v: jax.nn.dot_product_attention(q[None, :, None], k[None, :, None],
+                                                                v[None, :, None])[0, :, 0], qkv, 2),
+        "chunked": (lambda q, k, v: chunked_attention(q, k, v, query_chunk=s.chunk, key_chunk=s.chunk), qkv, 2),
+        "aft-full": (lambda q, k, v, w: aft.aft_full(q, k, v, w), lambda t: qkv(t) + [(t, t)], 2),
+        "aft-local": (lambda q, k, v, w: aft.aft_local(q, k, v, w, s.aft_local_window), lambda t: qkv(t) + [(t, t)], 1),
+        "aft-simple": (lambda q, k, v: aft.aft_simple(q, k, v), qkv, 1),
+        "aft-conv": (lambda q, k, v, kernel: aft.aft_conv(q, k, v, kernel),
+                     lambda t: [(t, d), (t, s.aft_conv_heads), (t, d), (s.aft_conv_heads, s.aft_conv_kernel)], 1),
+    }
+
+
+def in_mode(f, mode: str):
+    """The forward function, or the gradient of sum(out**2) with respect to its first three inputs."""
+    if mode == "forward":
+        return f
+    return jax.grad(lambda *a: jnp.sum(f(*a) ** 2), argnums=(0, 1, 2))
+
+
+def make_inputs(shapes, seed: int = 0):
+    """float32 inputs: N(0, 1) queries, keys and values, N(0, 0.1^2) biases and kernels."""
+    rng = np.random.default_rng(seed)
+    arrays = []
+    for i, shape in enumerate(shapes):
+        scale = 1.0 if i < 3 else 0.1
+        arrays.append(jnp.asarray(scale * rng.standard_normal(shape, dtype=np.float32)))
+    return arrays
+
+
+# ---------------------------------------------------------------------------------------------
+# Measuring one combination
+
+
+def analyse(f, specs) -> dict:
+    """XLA's memory analysis of ``f`` compiled with every buffer visible (nothing is run)."""
+    visible = cost.compiled(f, *specs, all_buffers=True).memory_analysis()
+    return {"temp_bytes": int(visible.temp_size_in_bytes), "temp_bytes_default": "",
+            "argument_bytes": int(visible.argument_size_in_bytes), "output_bytes": int(visible.output_size_in_bytes)}
+
+
+def time_it(f, arrays) -> dict:
+    """Compile ``f`` as JAX does by default, run it, and take the median time; also that program's analysis."""
+    start = time.perf_counter()
+    program = cost.compiled(f, *arrays)
+    compile_seconds = time.perf_counter() - start
+    start = time.perf_counter()
+    jax.block_until_ready(program(*arrays))  # warm-up
+    first = time.perf_counter() - start
+    repeats = 7 if first < 0.2 else 5 if first < 1.0 else 3
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        jax.block_until_ready(program(*arrays))
+        times.append(time.perf_counter() - start)
+    return {"seconds": float(np.median(times)), "seconds_min": float(np.min(times)), "runs": repeats,
+            "compile_seconds": compile_seconds,
+            "temp_bytes_default": int(program.memory_analysis().temp_size_in_bytes)}
+
+
+def run_series(s: Settings, started: float) -> list[dict]:
+    """Every method, mode and length: the memory analysis, and the time where the limits allow a run."""
+    rows = []
+    previous_slope = {}  # (method, mode) -> growth exponent of the time between the last two lengths
+    for name, (f, shapes, exponent) in method_table(s).items():
+        for mode in MODES:
+            g = in_mode(f, mode)
+            previous = None  # (T, seconds) of the last timed length
+            stop = None  # once a length is skipped for time or memory, the longer ones are too
+            for t in s.lengths:
+                specs = [jax.ShapeDtypeStruct(shape, jnp.float32) for shape in shapes(t)]
+                row = {"method": name, "mode": mode, "T": t, "d": s.d, **analyse(g, specs)}
+                total_gib = (row["temp_bytes"] + row["argument_bytes"] + row["output_bytes"]) / 2**30
+                if previous is not None:
+                    t0, s0 = previous
+                    predicted = s0 * (t / t0) ** max(exponent, previous_slope.get((name, mode), exponent))
+                else:
+                    predicted = 0.0
+                if stop is None and total_gib > s.max_memory_gib:
+                    stop = "skipped: memory"
+                if stop is None and predicted > s.max_run_seconds:
+                    stop = "skipped: time"
+                if stop is None and time.perf_counter() - started > 60 * s.budget_minutes:
+                    stop = "skipped: budget"
+                if stop is not None:
+                    row.update(status=stop, seconds="", seconds_min="", runs=0, compile_seconds="", load_average="")
+                else:
+                    row.update(status="measured", **time_it(g, make_inputs(shapes(t))),
+                               load_average=round(os.getloadavg()[0], 2))  # other jobs on the machine
+                    if previous is not None:  # the growth seen so far, to predict the next length
+                        previous_slope[(name, mode)] = math.log(row["seconds"] / previous[1]) / math.log(t / previous[0])
+                    previous = (t, row["seconds"])
+                rows.append(row)
+                measured = row["status"] == "measured"
+                shown = f"{row['seconds'] * 1e3:10.2f} ms" if measured else f"{row['status']:>13}"
+                default = f"  (default {row['temp_bytes_default'] / 2**20:8.1f})" if measured else ""
+                print(f"{name:>10} {mode:>16} T={t:>6} {shown}  temp {row['temp_bytes'] / 2**20:10.1f} MiB{default}"
+                      f"  [{time.perf_counter() - started:5.0f} s]", flush=True)
+    return rows
+
+
+def run_chunk_sweep(s: Settings) -> list[dict]:
+    """Chunked attention at one length for several chunk sizes: what memory buys in time."""
+    rows, length = [], s.chunk_sweep_length
+    for query_chunk, key_chunk in s.chunk_sweep:
+        f = lambda q, k, v: chunked_attention(q, k, v, query_chunk=query_chunk, key_chunk=key_chunk)  # noqa: E731
+        for mode in MODES:
+            g = in_mode(f, mode)
+            specs = [jax.ShapeDtypeStruct((length, s.d), jnp.float32)] * 3
+            row = {"query_chunk": query_chunk, "key_chunk": key_chunk, "mode": mode, "T": length, "d": s.d,
+                   **analyse(g, specs), **time_it(g, make_inputs([(length, s.d)] * 3))}
+            rows.append(row)
+            print(f"chunks {query_chunk:>5} x {key_chunk:<5} {mode:>16} T={length}: {row['seconds'] * 1e3:9.1f} ms"
+                  f"  temp {row['temp_bytes'] / 2**20:8.1f} MiB", flush=True)
+    return rows
+
+
+def paired_comparison(s: Settings) -> list[dict]:
+    """attnbook's attention against jax.nn.dot_product_attention, runs interleaved (A B, then B A, ...).
+
+    On a shared machine the load changes from minute to minute; alternating the two functions exposes both to the
+    same conditions, so their ratio is steadier than the ratio of two separate series.
+    """
+    table = method_table(s)
+    results = []
+    for t in s.paired_lengths:
+        for mode in MODES:
+            arrays = make_inputs(table["attention"][1](t))
+            programs = {name: cost.compiled(in_mode(table[name][0], mode), *arrays) for name in ("attention", "jax.nn")}
+            for program in programs.values():
+                jax.block_until_ready(program(*arrays))  # warm-up
+            times = {name: [] for name in programs}
+            for i in range(s.paired_rounds):
+                for name in (("attention", "jax.nn") if i % 2 == 0 else ("jax.nn", "attention")):
+                    start = time.perf_counter()
+                    jax.block_until_ready(programs[name](*arrays))
+                    times[name].append(time.perf_counter() - start)
+            medians = {name: float(np.median(v)) for name, v in times.items()}
+            results.append({"T": t, "mode": mode, "rounds": s.paired_rounds, "attention_seconds": medians["attention"],
+                            "jax_nn_seconds": medians["jax.nn"], "ratio": medians["attention"] / medians["jax.nn"],
+                            "load_average": round(os.getloadavg()[0], 2)})
+            print(f"paired, T={t:>5} {mode:>16}: attnbook {medians['attention'] * 1e3:8.2f} ms, jax.nn "
+                  f"{medians['jax.nn'] * 1e3:8.2f} ms, ratio {results[-1]['ratio']:.2f}", flush=True)
+    return results
+
+
+# ---------------------------------------------------------------------------------------------
+# Cross-check: the operating system's view of one forward call, in a fresh process
+
+
+def status_kib(field: str) -> int:
+    """A memory figure of this process from /proc/self/status (VmRSS: now, VmHWM: the peak), in KiB."""
+    with open("/proc/self/status", encoding="utf-8") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith(field + ":"))
+
+
+def rss_worker(name: str, length: int, all_buffers: bool) -> None:
+    """(Runs in a child process.) Print the growth of peak resident memory during one call.
+
+    The peak is VmHWM of /proc/self/status, reset to the current size just before the call by writing 5 to
+    /proc/self/clear_refs (getrusage's ru_maxrss would not do: a child process starts with its parent's peak).
+    """
+    f, shapes, _ = method_table()[name]
+    arrays = make_inputs(shapes(length))
+    program = cost.compiled(f, *arrays, all_buffers=all_buffers)
+    analysed = program.memory_analysis().temp_size_in_bytes
+    with open("/proc/self/clear_refs", "w", encoding="utf-8") as handle:
+        handle.write("5")
+    before = status_kib("VmRSS")
+    jax.block_until_ready(program(*arrays))
+    peak = status_kib("VmHWM")
+    print(json.dumps({"method": name, "T": length, "all_buffers": all_buffers,
+                      "peak_rss_growth_bytes": (peak - before) * 1024, "analysed_temp_bytes": int(analysed)}))
+
+
+def rss_check(length: int) -> list[dict]:
+    """:func:`rss_worker` in a fresh process for full attention (both programs), jax.nn and chunked attention."""
+    results = []
+    for name, all_buffers in [("attention", False), ("attention", True), ("jax.nn", False), ("chunked", False)]:
+        # this module by its own name, also when it runs as ``python -m`` (then ``__name__`` is "__main__")
+        module = __spec__.name if __spec__ is not None else "attnbook.experiments.ch06"
+        command = [sys.executable, "-m", module, "--rss-worker", name, str(length)]
+        if all_buffers:
+            command.append("--all-buffers")
+        out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+        results.append(json.loads(out.strip().splitlines()[-1]))
+        r = results[-1]
+        print(f"{name:>10} ({'all buffers' if all_buffers else 'default'}) T={length}: peak RSS +"
+              f"{r['peak_rss_growth_bytes'] / 2**20:.0f} MiB, analysis {r['analysed_temp_bytes'] / 2**20:.0f} MiB",
+              flush=True)
+    return results
+
+
+# ---------------------------------------------------------------------------------------------
+# Writing the stored results
+
+
+def reanalyse_memory(out: pathlib.Path, reason: str, s: Settings = SETTINGS) -> None:
+    """``--memory-only``: the stored rows' memory analysed again with the current library; times kept."""
+    table = method_table(s)
+    with out.open(newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    for row in rows:
+        f_, shapes, _ = table[row["method"]]
+        g = in_mode(f_, row["mode"])
+        specs = [jax.ShapeDtypeStruct(shape, jnp.float32) for shape in shapes(int(row["T"]))]
+        row.update(analyse(g, specs))
+        if row["status"] == "measured":  # the default program's figure, as time_it records it (compiled, not run)
+            row["temp_bytes_default"] = int(cost.compiled(g, *specs).memory_analysis().temp_size_in_bytes)
+        print(f"{row['method']:>10} {row['mode']:>16} T={row['T']:>6}  temp {row['temp_bytes'] / 2**20:10.1f} MiB",
+              flush=True)
+    write_csv(out, rows)
+    chunks_path = out.with_name(out.stem + "_chunks.csv")
+    with chunks_path.open(newline="", encoding="utf-8") as f:
+        sweep = list(csv.DictReader(f))
+    for row in sweep:
+        qc, kc = int(row["query_chunk"]), int(row["key_chunk"])
+        f_ = lambda q, k, v: chunked_attention(q, k, v, query_chunk=qc, key_chunk=kc)  # noqa: E731
+        g = in_mode(f_, row["mode"])
+        specs = [jax.ShapeDtypeStruct((int(row["T"]), s.d), jnp.float32)] * 3
+        row.update(analyse(g, specs))
+        row["temp_bytes_default"] = int(cost.compiled(g, *specs).memory_analysis().temp_size_in_bytes)
+    write_csv(chunks_path, sweep)
+    meta_path = out.with_suffix(".json")
+    meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    meta["rss_check"] = rss_check(s.rss_length)
+    meta["memory_reanalysed"] = {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "machine": machine(), "reason": reason,
+        "fields": "temp_bytes, temp_bytes_default, argument_bytes, output_bytes, rss_check; times are from 'date'"}
+    meta_path.write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+    print(f"memory re-analysed in {out}, {chunks_path.name} and {meta_path.name}; times kept", flush=True)
+
+
+def print_table(rows: list[dict], mode: str, field: str, scale: float, unit: str) -> None:
+    methods = list(dict.fromkeys(r["method"] for r in rows))
+    lengths = sorted({r["T"] for r in rows})
+    cell = {(r["method"], r["T"]): r for r in rows if r["mode"] == mode}
+    print(f"\n{mode}: {field} ({unit}); '-' = not run")
+    print(f"{'T':>7} " + " ".join(f"{m:>11}" for m in methods))
+    for t in lengths:
+        values = []
+        for m in methods:
+            r = cell.get((m, t))
+            v = None if r is None or r[field] == "" else r[field] * scale
+            values.append(f"{'-':>11}" if v is None else f"{v:11.3g}")
+        print(f"{t:>7} " + " ".join(values))
+
+
+def run(s: Settings, out: pathlib.Path) -> dict:
+    """The whole benchmark with settings ``s``: writes ``out`` (``attention_cost.csv``), its ``_chunks.csv`` and its
+    ``.json`` beside it, prints the tables, and returns the JSON's metadata."""
+    started = time.perf_counter()
+    load_before = os.getloadavg()
+    date = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    print(f"T = {s.lengths[0]} .. {s.lengths[-1]}; load average {load_before[0]:.2f}", flush=True)
+
+    rows = run_series(s, started)
+    sweep = run_chunk_sweep(s)
+    paired = paired_comparison(s)
+    rss = [] if s.rss_length is None else rss_check(s.rss_length)
+    seconds = time.perf_counter() - started
+    load_after = os.getloadavg()
+
+    write_csv(out, rows)
+    write_csv(out.with_name(out.stem + "_chunks.csv"), sweep)
+    meta = {
+        "machine": machine(),
+        "date": date,
+        "duration_seconds": round(seconds, 1),
+        "load_average_1min": {"before": round(load_before[0], 2), "after": round(load_after[0], 2)},
+        "settings": s.to_dict(),
+        "paired_attention_vs_jax_nn": paired,
+        "rss_check": rss,
+    }
+    out.with_suffix(".json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+
+    for mode in MODES:
+        print_table(rows, mode, "seconds", 1e3, "ms")
+        print_table(rows, mode, "temp_bytes", 2**-20, "MiB of temporary memory, analysis")
+    print(f"\nwrote {out}, {out.with_name(out.stem + '_chunks.csv').name} and {out.with_suffix('.json').name}; "
+          f"{seconds / 60:.1f} minutes, load average {load_before[0]:.2f} before and {load_after[0]:.2f} after")
+    return meta
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m attnbook.experiments.ch06", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--write", action="store_true",
+                        help="run the benchmark and write the stored results (lib/attnbook/experiments/results/)")
+    parser.add_argument("--quick", action="store_true", help="T up to 2048 and no cross-check (a trial run)")
+    parser.add_argument("--max-length", type=int, default=SETTINGS.max_length)
+    parser.add_argument("--max-run-seconds", type=float, default=SETTINGS.max_run_seconds,
+                        help="skip runs predicted to take longer")
+    parser.add_argument("--max-memory-gib", type=float, default=SETTINGS.max_memory_gib,
+                        help="skip runs that need more memory")
+    parser.add_argument("--budget-minutes", type=float, default=SETTINGS.budget_minutes,
+                        help="stop timing after this long")
+    parser.add_argument("--out", type=pathlib.Path, default=None,
+                        help="CSV to write instead (default with --write: the stored attention_cost.csv; "
+                             "with --quick: a temporary folder)")
+    parser.add_argument("--memory-only", metavar="REASON",
+                        help="re-analyse the stored rows' memory with the current library, keep their times")
+    parser.add_argument("--rss-worker", nargs=2, metavar=("METHOD", "T"), help=argparse.SUPPRESS)
+    parser.add_argument("--all-buffers", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.rss_worker:
+        rss_worker(args.rss_worker[0], int(args.rss_worker[1]), args.all_buffers)
+        return 0
+    stored = source_folder() / "attention_cost.csv"
+    if args.memory_only:
+        reanalyse_memory(args.out or stored, args.memory_only)
+        return 0
+    if not (args.write or args.quick or args.out):
+        parser.error("say --write to overwrite the stored results, or --quick or --out PATH for a trial run")
+    s = dataclasses.replace(SETTINGS, max_length=args.max_length, max_run_seconds=args.max_run_seconds,
+                            max_memory_gib=args.max_memory_gib, budget_minutes=args.budget_minutes)
+    if args.quick:
+        s = s.quick()
+    out = args.out
+    if out is None:  # a trial run must not overwrite the results chapter 6 reads
+        out = pathlib.Path(tempfile.gettempdir()) / "attention_cost_quick" / "attention_cost.csv" if args.quick else stored
+    run(s, out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

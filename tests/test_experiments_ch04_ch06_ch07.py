@@ -1,0 +1,149 @@
+"""The homes of chapters 4, 6 and 7's experiments (attnbook.experiments.ch04, .ch06, .ch07): the settings of chapters 6
+and 7 are what their stored results record, their runs write what the chapters read, and chapter 4's gives the
+chapter's inputs, targets and layer."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+
+import pytest
+
+from attnbook import experiments
+from attnbook.experiments import ch06, ch07
+from attnbook.nn import count_parameters
+
+
+def test_chapter6_settings_are_what_the_stored_benchmark_records():
+    meta = experiments.read_json("attention_cost.json")
+    s = ch06.SETTINGS
+    assert s.to_dict() == meta["settings"]
+    rows = experiments.read_csv("attention_cost.csv")
+    assert sorted({int(r["T"]) for r in rows}) == s.lengths
+    assert list(dict.fromkeys(r["method"] for r in rows)) == list(ch06.method_table())
+    assert list(dict.fromkeys(r["mode"] for r in rows)) == list(ch06.MODES)
+    assert {int(r["d"]) for r in rows} == {s.d}
+    chunks = experiments.read_csv("attention_cost_chunks.csv")
+    assert list(dict.fromkeys((int(r["query_chunk"]), int(r["key_chunk"])) for r in chunks)) == list(s.chunk_sweep)
+    assert {int(r["T"]) for r in chunks} == {s.chunk_sweep_length}
+    paired = meta["paired_attention_vs_jax_nn"]
+    assert list(dict.fromkeys(p["T"] for p in paired)) == list(s.paired_lengths)
+    assert {p["rounds"] for p in paired} == {s.paired_rounds}
+    assert {c["T"] for c in meta["rss_check"]} == {s.rss_length}
+    # every skipped run is over the limit the settings state, and no run is skipped for the budget
+    for r in rows:
+        if r["status"] == "skipped: memory":
+            assert (int(r["temp_bytes"]) + int(r["argument_bytes"]) + int(r["output_bytes"])) / 2**30 > s.max_memory_gib
+    assert {r["status"] for r in rows} <= {"measured", "skipped: time", "skipped: memory"}
+
+
+def test_chapter6_a_changed_setting_no_longer_matches():
+    stored = experiments.read_json("attention_cost.json")["settings"]
+    for change in [{"d": 128}, {"max_length": 65536}, {"aft_local_window": 16}, {"max_memory_gib": 8.0}]:
+        assert dataclasses.replace(ch06.SETTINGS, **change).to_dict() != stored, change
+
+
+def test_chapter6_reads_numbers_as_floats_and_runs_not_made_as_none():
+    rows = ch06.read_rows(experiments.RESULTS / "attention_cost.csv")
+    assert len(rows) == len(experiments.read_csv("attention_cost.csv"))
+    skipped = [r for r in rows if r["status"] != "measured"]
+    assert skipped and all(r["seconds"] is None and isinstance(r["temp_bytes"], float) for r in skipped)
+    assert all(isinstance(r["seconds"], float) for r in rows if r["status"] == "measured")
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/clear_refs"), reason="the cross-check reads Linux's /proc")
+def test_chapter6_cross_check_runs_each_call_in_a_fresh_process():
+    checks = ch06.rss_check(128)  # python -m attnbook.experiments.ch06 --rss-worker ..., four times
+    assert [(c["method"], c["all_buffers"]) for c in checks] == [(c["method"], c["all_buffers"]) for c in
+                                                                  experiments.read_json("attention_cost.json")["rss_check"]]
+    assert all(c["T"] == 128 and c["peak_rss_growth_bytes"] >= 0 and c["analysed_temp_bytes"] >= 0 for c in checks)
+
+
+def test_chapter7_settings_are_what_the_stored_runs_record():
+    meta = experiments.read_json("transformer_ablations.json")
+    assert ch07.SETTINGS.to_dict() == meta["settings"]
+    rows = {name: dict(options=o, learning_rate=lr, warmup=w) for name, (o, lr, w) in ch07.ABLATIONS.items()}
+    assert rows == meta["rows"] and list(rows) == list(meta["rows"])
+    runs = experiments.read_csv("transformer_ablations.csv")
+    assert [(r["row"], int(r["seed"])) for r in runs] == [(n, s) for n in ch07.ABLATIONS for s in ch07.SETTINGS.seeds]
+    for r in runs:
+        _, lr, warmup = ch07.ABLATIONS[r["row"]]
+        assert (float(r["learning_rate"]), int(r["warmup"])) == (lr, warmup)
+    assert ch07.SEED in ch07.SETTINGS.seeds
+    assert experiments.read_json("transformer_decoding.json")["settings"] == ch07.DECODING.to_dict()
+    timings = experiments.read_csv("transformer_decoding.csv")
+    d = ch07.DECODING
+    for method in ("recompute", "kv-cache", "aft-simple"):
+        lengths = [int(r["length"]) for r in timings if r["method"] == method]
+        assert lengths == [t for t in d.lengths if method != "recompute" or t <= d.recompute_max_length], method
+
+
+def test_chapter7_a_changed_setting_no_longer_matches():
+    stored = experiments.read_json("transformer_ablations.json")["settings"]
+    for change in [{"steps": 601}, {"seeds": (0, 1)}, {"learning_rate": 1e-3}, {"data_seed": 1}]:
+        assert dataclasses.replace(ch07.SETTINGS, **change).to_dict() != stored, change
+
+
+def test_chapter7_models_have_the_stored_runs_parameter_counts():
+    stored = {r["row"]: int(r["parameters"]) for r in experiments.read_csv("transformer_ablations.csv")}
+    for name, (options, _, _) in ch07.ABLATIONS.items():
+        assert count_parameters(ch07.model(0, **options)) == stored[name], name
+
+
+def test_chapter7_data_hold_out_strings_never_trained_on():
+    (sources, targets_in, targets), (test_sources, _, test_targets) = ch07.data()
+    s = ch07.SETTINGS
+    assert sources.shape == targets.shape == (s.train_size, s.length) and test_sources.shape == (s.test_size, s.length)
+    assert not {row.tobytes() for row in sources} & {row.tobytes() for row in test_sources}
+    assert (targets == sources[:, ::-1]).all() and (test_targets == test_sources[:, ::-1]).all()
+
+
+TINY = dataclasses.replace(ch07.SETTINGS, train_size=64, test_size=16, steps=2, batch_size=8, seeds=(0, 1))
+
+
+def test_chapter7_sharded_ablations_merge_into_what_the_chapter_reads(tmp_path, monkeypatch):
+    monkeypatch.setattr(ch07, "ABLATIONS", {"1 layer": ch07.ABLATIONS["1 layer"]})
+    partial, out = tmp_path / "partial", tmp_path / "transformer_ablations.csv"
+    for shard in ("0/2", "1/2"):
+        ch07.run_ablations(None, shard=shard, partial=partial, s=TINY)
+    assert not out.exists()
+    merged = ch07.run_ablations(out, partial=partial, merge=True, s=TINY)
+    assert [(r["row"], r["seed"]) for r in merged] == [("1 layer", 0), ("1 layer", 1)]
+    runs = experiments.read_csv(out.name, tmp_path)
+    assert {"row", "seed", "warmup", "parameters", "learning_rate", "final_loss", "exact_match"} <= set(runs[0])
+    meta = json.loads(out.with_suffix(".json").read_text(encoding="utf-8"))
+    assert meta["settings"] == TINY.to_dict() and list(meta["rows"]) == ["1 layer"]
+
+
+def test_chapter7_decoding_run_writes_what_the_chapter_reads(tmp_path):
+    d = dataclasses.replace(ch07.DECODING, lengths=(4, 8), repeats=1, recompute_max_length=4)
+    rows = ch07.run_decoding(tmp_path / "transformer_decoding.csv", d)
+    assert [(r["method"], r["length"]) for r in rows] == [("recompute", 4), ("kv-cache", 4), ("aft-simple", 4),
+                                                          ("kv-cache", 8), ("aft-simple", 8)]
+    assert experiments.read_json("transformer_decoding.json", tmp_path)["settings"] == d.to_dict()
+
+
+@pytest.mark.parametrize("main, argv", [(ch06.main, []), (ch07.main, ["ablations"]), (ch07.main, ["decoding"]),
+                                        (ch07.main, ["ablations", "--shard", "0/2"])])
+def test_a_run_overwrites_the_stored_results_only_when_told(main, argv, capsys):
+    with pytest.raises(SystemExit):
+        main(argv)
+    err = capsys.readouterr().err
+    assert "--write" in err or "--partial" in err
+
+
+def test_chapter4_home_gives_the_chapters_inputs_targets_and_layer():
+    from attnbook.experiments import ch04
+    from attnbook.mha import parameter_count
+
+    xs = ch04.inputs()
+    s = ch04.SETTINGS
+    assert xs.shape == (s.examples, s.tokens, s.features) and xs.dtype == "float32" and 0 <= xs.min() < xs.max() < 1
+    targets = ch04.targets(xs)
+    assert list(targets) == ["own sum", "add token 2", "replace by token 2"]
+    assert all(y.shape == xs.shape for y in targets.values())
+    assert (targets["replace by token 2"][:, 3] == xs[:, 1]).all()  # the article's token 2 is index 1
+    assert parameter_count(ch04.layer(key_bias_positions=5)) == 1967  # as chapter 4 asserts
+    assert ch04.layer(d_model=14).w_q.shape == (14, s.heads, s.key_dim)
+    assert ch04.optimizer() is ch04.optimizer()  # created once: runs of one model structure share their program

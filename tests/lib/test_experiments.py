@@ -15,7 +15,7 @@ import jax
 
 from attnbook import experiments, induction
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "lib" / "attnbook"
 
 

@@ -10,7 +10,7 @@ site-packages, after the new environment's own, so the wheel's attnbook is the o
 notebook alone into an empty folder and runs it there with no ``PYTHONPATH``. A notebook that reads anything
 outside the installed package fails here as it fails for a reader.
 
-The default mode is cheap (tests/test_standalone.py runs it in every CI run): of chapters 6-11 it runs the set-up
+The default mode is cheap (tests/book/test_standalone.py runs it in every CI run): of chapters 6-11 it runs the set-up
 cell (where ``RESULTS`` is defined and, in chapter 11, every stored table is read) and every later top-level
 statement that reads stored results (``RESULTS``, ``read(...)``, ``META``, ``load(...)``, ``load_model(...)``: the
 reading of tables,

@@ -3,7 +3,7 @@
  * (site/widgets/ch09-data.js) is exported by tools/export_widget_data.py from lib/attnbook/experiments/results/
  * rope_scaling_per_position.csv (mean over the seeds) and rope_scaling.csv (each seed's excess over the optimum
  * beyond L). The figure's series carry data-values; the root carries data-method, data-length and data-excess
- * (one value per seed). tests/test_site.py compares them with the CSV files. */
+ * (one value per seed). tests/site/test_site.py compares them with the CSV files. */
 (function () {
   "use strict";
   AttnWidgets.registerWithData("ch09-scaling", init);  // loads ch09-data.js first

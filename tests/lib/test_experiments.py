@@ -18,7 +18,7 @@ import jax
 from attnbook import experiments
 from attnbook.experiments import ch08, ch09, ch10, ch11
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "lib" / "attnbook"
 
 

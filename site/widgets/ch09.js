@@ -10,7 +10,7 @@
 
   function init(root, W) {
     var D = window.AttnWidgetData.ch09, L = D.train_length;
-    var NAMES = {rope: W.t("RoPE, plain", "RoPE（そのまま）"), pi: "PI", ntk: "NTK-aware", yarn: "YaRN",
+    var NAMES = {rope: W.t("RoPE, plain", "素の RoPE"), pi: "PI", ntk: "NTK-aware", yarn: "YaRN",
                  yarn_no_temperature: W.t("YaRN without temperature", "温度なしの YaRN"), alibi: "ALiBi"};
     var state = {method: "yarn", length: D.lengths[1]};
     var f = W.frame(root, W.t("Try it: stretching RoPE, no fine-tuning", "試してみましょう：微調整なしでの RoPE の引き伸ばし"));

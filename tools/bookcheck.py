@@ -814,6 +814,22 @@ def check_caption_style(root: Path) -> list[str]:
     return problems
 
 
+def check_figure_outputs(root: Path) -> list[str]:
+    """A cell labelled as a figure (``#| label: fig-...``) displays one output, the figure. A second display (a
+    table printed before or after it) becomes a sub-figure: a stray "(a)"/"(b)" caption on the site, and in the
+    EPUB two elements with one id, which EPUBCheck rejects. Print the table from the next cell."""
+    problems = []
+    for path in notebooks(root):
+        for i, cell in code_cells(read_notebook(path)):
+            if not any(line.startswith("#| label: fig-") for line in source_lines(cell)):
+                continue
+            shown = [o for o in cell.get("outputs", []) if o.get("output_type") in ("display_data", "execute_result")]
+            if len(shown) > 1:
+                problems.append(f"{rel(root, path)} (cell {i + 1}): a figure cell displays {len(shown)} outputs; "
+                                "display only the figure there and print anything else from the next cell")
+    return problems
+
+
 def check_typography(root: Path) -> list[str]:
     """The Japanese prose (Markdown cells, figure and table captions and pages of chapters/ja/,
     and Japanese paragraphs of the root pages) follows the book's Japanese typography rule
@@ -907,6 +923,7 @@ CHECKS: tuple[Callable[[Path], list[str]], ...] = (
     check_glossary,
     check_typography,
     check_caption_style,
+    check_figure_outputs,
     check_colab_cell,
     check_environment,
 )

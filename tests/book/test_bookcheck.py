@@ -463,3 +463,20 @@ def test_japanese_output_typography(book, pair):
     for before, after in (("利得が半分", "未満になる"), ("キーバイアスの 10", "倍以上：True"), ("保存", "した MHA")):
         assert mentions(problems, "inside a word", repr(before), repr(after)), problems
     assert len(problems) == 6, problems  # nothing in the good lines: full-width marks, ASCII after Latin text
+
+
+def test_figure_outputs(book, pair):
+    """A figure cell that also displays a table is found (it becomes a sub-figure, and a duplicate id in the EPUB)."""
+    en, _ = pair
+
+    def outputs(count):
+        def change(nb):
+            cell = plain_code_cell(nb)
+            cell["source"] = "#| label: fig-broken\n" + "".join(cell["source"])
+            shown = {"output_type": "display_data", "metadata": {}, "data": {"text/plain": ["<Figure>"]}}
+            cell["outputs"] = [dict(shown) for _ in range(count)]
+        return change
+
+    problems = new_problems(bookcheck.check_figure_outputs, book, lambda: edit(en, outputs(2)))
+    assert mentions(problems, name(book, en), "a figure cell displays 2 outputs")
+    assert new_problems(bookcheck.check_figure_outputs, book, lambda: edit(en, outputs(1))) == []

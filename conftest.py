@@ -108,7 +108,7 @@ def pytest_xdist_make_scheduler(config, log):
 
 
 EDITION_FOLDER = re.compile(r"^chapters/(?:en|ja)/")
-SITE_TESTS = "tests/test_site.py"
+SITE_TESTS = "tests/site/test_site.py"
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -13,7 +13,8 @@ cache in place, and attends over the rows written so far). Reported: the time pe
 - ``mla``: ``attnbook.latent.MultiHeadLatentAttention`` with DeepSeek-V2's proportions, rank ``4 d_h = 256`` and a
   decoupled RoPE part of ``d_h / 2 = 32``, stepped in the absorbed form (``step``).
 
-Writes lib/attnbook/experiments/results/kv_decoding.csv and .json (the machine, the load, the versions, the settings).
+Writes lib/attnbook/experiments/results/kv_decoding.csv and .json (the machine, the load, the versions, the settings:
+``attnbook.experiments.ch10.DECODING``).
 
     python bench/kv_decoding.py
 """
@@ -30,12 +31,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from attnbook import kv
-from attnbook.experiments import RunInfo, source_folder, write_csv
+from attnbook.experiments import RunInfo, ch10, source_folder, write_csv
 from attnbook.latent import MultiHeadLatentAttention
 from attnbook.mha import MultiHeadSelfAttention
 
-SETTINGS = dict(d_model=512, heads=8, key_dim=64, mla_rank=256, mla_rope_dim=32, steps=32, repeats=7,
-                contexts=[512, 2048, 8192])
+SETTINGS = ch10.DECODING.to_dict()
 OUT = source_folder()
 
 

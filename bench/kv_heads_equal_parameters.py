@@ -19,11 +19,13 @@ from __future__ import annotations
 import json
 import time
 
-from kv_heads_quality import OUT, SEEDS, UPTRAIN_TO, held_out
-
 from attnbook import extrapolation as ex
 from attnbook import kv, nn
-from attnbook.experiments import RunInfo, ch08, ch10, write_csv
+from attnbook.experiments import RunInfo, ch08, ch10, source_folder, write_csv
+from attnbook.experiments.ch10 import held_out
+
+SEEDS, UPTRAIN_TO = list(ch10.SETTINGS.seeds), list(ch10.SETTINGS.uptrain_to)
+OUT = source_folder()
 
 
 def main() -> None:

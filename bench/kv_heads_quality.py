@@ -9,10 +9,10 @@ same initial queries, outputs, embeddings and feed-forward layers (each group ke
 key/value weights). Each seed has its own training data (NumPy seed 1000 + seed), as in chapter 8.
 
 Uptraining (Ainslie et al. 2023): each trained multi-head model is converted to 2 and to 1 key/value heads by
-mean-pooling (``attnbook.kv.pool_kv_heads``) and trained ``UPTRAIN_STEPS`` more Adam steps (a fresh optimiser) on
+mean-pooling (``attnbook.kv.pool_kv_heads``) and trained ``ch10.SETTINGS.uptrain_steps`` more Adam steps (a fresh optimiser) on
 fresh data (NumPy seed 3000 + seed). Every training batch is new data, so the loss of a batch before its update
 is a held-out estimate; the excess over the batch's optimum is stored per step, for the uptrained models and for
-the first ``UPTRAIN_STEPS`` steps of training the same ``kv_heads`` from scratch.
+the first ``uptrain_steps`` steps of training the same ``kv_heads`` from scratch.
 
 Writes
 - lib/attnbook/experiments/results/kv_heads_quality.csv: per kv_heads and seed, the held-out loss on chapter 8's 128 evaluation
@@ -36,27 +36,11 @@ import numpy as np
 from attnbook import extrapolation as ex
 from attnbook import kv, nn
 from attnbook.experiments import RunInfo, ch08, ch10, source_folder, write_csv
+from attnbook.experiments.ch10 import batches, held_out
 
-SEEDS = [0, 1, 2, 3, 4]
-KV_HEADS = [4, 2, 1]
-UPTRAIN_TO = [2, 1]
-UPTRAIN_STEPS = 60  # 20% of the 300 pre-training steps; the paper's 5% is step 15
+C = ch10.SETTINGS
+SEEDS, KV_HEADS, UPTRAIN_TO, UPTRAIN_STEPS = list(C.seeds), list(C.kv_heads), list(C.uptrain_to), C.uptrain_steps
 OUT = source_folder()
-
-
-def batches(seed: int, steps: int, rng_seed: int):
-    """``steps`` minibatches of chapter 8's data from ``default_rng(rng_seed)``: inputs, targets and each batch's
-    optimal loss (the mean entropy of the true next-token distributions), as ``ch08.training_data``."""
-    s = ch08.SETTINGS.to_dict()
-    x, y, floor = ex.markov_data(ch08.table(), s["order"], steps * s["batch_size"], s["train_length"],
-                                 rng=np.random.default_rng(rng_seed))
-    shape = (steps, s["batch_size"], s["train_length"])
-    return x.reshape(shape), y.reshape(shape), floor.reshape(shape).mean(axis=(1, 2))
-
-
-def held_out(model, x, y, floor_mean):
-    loss = float(np.mean(np.asarray(ex.loss_per_position(model, x, y))))
-    return round(loss, 5), round(loss - floor_mean, 5)
 
 
 def main() -> None:
@@ -96,7 +80,7 @@ def main() -> None:
               [r["excess"] for r in rows[-len(SEEDS):]], flush=True)
     for groups in UPTRAIN_TO:
         began = time.time()
-        data = [batches(seed, UPTRAIN_STEPS, 3000 + seed) for seed in SEEDS]
+        data = [batches(seed, UPTRAIN_STEPS, C.uptrain_data_seed + seed) for seed in SEEDS]
         converted = [kv.pool_kv_heads(trained[max(KV_HEADS), seed], groups) for seed in SEEDS]
         models, losses = ch10.fit(converted, np.stack([d[0] for d in data]), np.stack([d[1] for d in data]))
         for i, seed in enumerate(SEEDS):
@@ -120,7 +104,7 @@ def main() -> None:
     meta = info.metadata(
         samples_name="after_each_run",
         settings=dict(ch08.SETTINGS.to_dict(), encoding="rope", seeds=SEEDS, kv_heads=KV_HEADS, uptrain_to=UPTRAIN_TO,
-                      uptrain_steps=UPTRAIN_STEPS, uptrain_data="default_rng(3000 + seed)",
+                      uptrain_steps=UPTRAIN_STEPS, uptrain_data=f"default_rng({C.uptrain_data_seed} + seed)",
                       uptrain_pooling="mean", uptrain_learning_rate=ch08.SETTINGS.learning_rate,
                       initialisation="ch10.gqa_position_model: chapter 8's weights, each group keeps its first "
                                      "head's initial key/value projections"),

@@ -37,9 +37,8 @@ from attnbook import extrapolation as ex
 from attnbook import kv, nn
 from attnbook.experiments import RunInfo, ch10, source_folder, write_csv
 
-SEEDS = [0, 1, 2, 3, 4]
-KV_HEADS = [8, 4, 2, 1]
-BLOCK = 20  # steps per point of the stored training curves
+SEEDS, KV_HEADS = list(ch10.SETTINGS.seeds), list(ch10.SETTINGS.recall_kv_heads)
+BLOCK = ch10.SETTINGS.recall_curve_block  # steps per point of the stored training curves
 OUT = source_folder()
 
 

@@ -29,17 +29,16 @@ import jax
 import numpy as np
 import optax
 
-from kv_heads_quality import batches
-
 from attnbook import kv
 from attnbook import train as train_module
 from attnbook.experiments import RunInfo, ch08, ch10, source_folder, write_csv
+from attnbook.experiments.ch10 import batches
 
-SEEDS = [0, 1, 2, 3, 4]
-MHA = 4
-UPTRAIN_TO = [2, 1]
-STEPS = 300  # pre-training steps, and the longest fine-tuning
-EVERY = 5  # steps between held-out evaluations
+C = ch10.SETTINGS
+SEEDS, UPTRAIN_TO = list(C.seeds), list(C.uptrain_to)
+MHA = max(C.kv_heads)
+STEPS = ch08.SETTINGS.steps  # pre-training steps, and the longest fine-tuning
+EVERY = C.grid_every  # steps between held-out evaluations
 OUT = source_folder()
 
 
@@ -77,7 +76,7 @@ def main() -> None:
     eval_x, eval_y, floor = ch08.eval_data(1)
     optimum = float(floor.mean())
     scratch = [batches(seed, STEPS, 1000 + seed) for seed in SEEDS]  # chapter 8's data (its 300 steps)
-    fresh = [batches(seed, STEPS, 3000 + seed) for seed in SEEDS]
+    fresh = [batches(seed, STEPS, C.uptrain_data_seed + seed) for seed in SEEDS]
     rows, timings, cpu = [], {}, {}
 
     def record(method, groups, tests):
@@ -112,7 +111,7 @@ def main() -> None:
         settings=dict(ch08.SETTINGS.to_dict(), encoding="rope", seeds=SEEDS, mha_kv_heads=MHA, uptrain_to=UPTRAIN_TO,
                       steps=STEPS, eval_every=EVERY, pretraining_steps=STEPS,
                       five_percent_of_pretraining_steps=STEPS * 5 // 100,
-                      scratch_data="default_rng(1000 + seed)", uptrain_data="default_rng(3000 + seed)",
+                      scratch_data="default_rng(1000 + seed)", uptrain_data=f"default_rng({C.uptrain_data_seed} + seed)",
                       uptrain_pooling="mean", learning_rate=ch08.SETTINGS.learning_rate, optimum=round(optimum, 5),
                       initialisation="ch10.gqa_position_model: chapter 8's weights, each group keeps its first "
                                      "head's initial key/value projections"),

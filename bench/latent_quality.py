@@ -4,7 +4,7 @@ The task, the settings, the seeds and each seed's data are those of ``bench/kv_h
 Markov task with a known optimum, 300 Adam steps, five seeds vmapped). The model is chapter 8's with every
 block's attention replaced by ``attnbook.latent.MultiHeadLatentAttention`` (``attnbook.experiments.ch10.mla_position_model``):
 4 heads of 8 features, a decoupled RoPE part of ``ROPE_DIM = 4`` features (the paper's ``d_h^R = d_h / 2``) and
-a latent of rank ``r``. The ranks give a cache of ``r + 4`` numbers per token and layer equal to that of MQA
+a latent of rank ``r`` (``ch10.SETTINGS.ranks`` and ``rope_dim``). The ranks give a cache of ``r + 4`` numbers per token and layer equal to that of MQA
 (r = 12: 16 numbers, 64 bytes), of GQA with 2 key/value heads (r = 28: 32 numbers) and of MHA (r = 60: 64
 numbers); DeepSeek-V2's own choice ``d_c = 4 d_h`` is r = 32.
 
@@ -21,14 +21,13 @@ from __future__ import annotations
 import json
 import time
 
-from kv_heads_quality import OUT, SEEDS, held_out
-
 from attnbook import extrapolation as ex
 from attnbook import kv, nn
-from attnbook.experiments import RunInfo, ch08, ch10, write_csv
+from attnbook.experiments import RunInfo, ch08, ch10, source_folder, write_csv
+from attnbook.experiments.ch10 import held_out
 
-RANKS = [12, 28, 60]
-ROPE_DIM = 4
+SEEDS, RANKS, ROPE_DIM = list(ch10.SETTINGS.seeds), list(ch10.SETTINGS.ranks), ch10.SETTINGS.rope_dim
+OUT = source_folder()
 
 
 def main() -> None:

@@ -3,10 +3,10 @@
 Kazemnejad et al. (2023) show that a causal model without positional encoding can recover absolute positions in its
 first layer from a beginning-of-sequence token (attending uniformly, position t reads that token with weight
 1 / (t + 1)). Chapter 8's sequences have none. Here every training and held-out sequence gets one extra token, BOS =
-vocab_size, in front; the model (``attnbook.extrapolation``'s NoPE model, vocabulary vocab_size + 1, otherwise
-chapter 8's settings and seeds 0-4) is trained on BOS + L tokens and evaluated on BOS + 8L tokens of the same
-held-out sequences as chapter 8. The target after BOS is the first token (uniform); every other target and its
-optimum are chapter 8's.
+vocab_size, in front (``ch08.with_bos``); the model (``attnbook.extrapolation``'s NoPE model, vocabulary
+vocab_size + 1, otherwise chapter 8's settings and seeds 0-4: ``ch08.train_with_bos``) is trained on BOS + L tokens
+and evaluated on BOS + 8L tokens of the same held-out sequences as chapter 8. The target after BOS is the first
+token (uniform); every other target and its optimum are chapter 8's.
 
 Writes lib/attnbook/experiments/results/positions_bos_ablation.csv: per seed and length, the mean loss over the chain's positions
 0 .. L - 1 (at L) or beyond L (at 2L, 4L, 8L), on exactly the targets of positions_extrapolation.csv; and
@@ -29,22 +29,13 @@ MULTIPLES = [1, 2, 4, 8]
 OUT = source_folder()
 
 
-def with_bos(x, y, bos):
-    """Prepend the token ``bos`` to every sequence; the target after it is the sequence's first token."""
-    column = np.full(x.shape[:-1] + (1,), bos, dtype=x.dtype)
-    return np.concatenate([column, x], axis=-1), np.concatenate([x[..., :1], y], axis=-1)
-
-
 def main() -> None:
     info = RunInfo("python bench/positions_bos_ablation.py")
     s, L = ch08.SETTINGS.to_dict(), ch08.SETTINGS.train_length
-    bos = s["vocab_size"]
-    data = [with_bos(*ch08.training_data(seed), bos) for seed in SEEDS]
-    models, _ = ex.train("nope", SEEDS, np.stack([d[0] for d in data]), np.stack([d[1] for d in data]),
-                         vocab_size=s["vocab_size"] + 1, learning_rate=s["learning_rate"], d_model=s["d_model"],
-                         depth=s["depth"], heads=s["heads"])
+    bos = s["vocab_size"]  # ch08.with_bos's token
+    models, _ = ch08.train_with_bos("nope", SEEDS)
     x8, y8, _ = ch08.eval_data(max(MULTIPLES))
-    xb, yb = with_bos(x8, y8, bos)
+    xb, yb = ch08.with_bos(x8, y8)
     rows = []
     for i, seed in enumerate(SEEDS):
         curve = np.asarray(ex.loss_per_position(ex.select(models, i), xb, yb))[1:]  # chain positions 0 .. 8L - 1

@@ -6,7 +6,7 @@ middle of a sentence. Pandoc's markdown extension east_asian_line_breaks removes
 breaks, but Quarto does not hand reader extensions on to Pandoc (quarto-cli issue 8520), so the
 Japanese profile runs this filter instead (`filters:` in _quarto-ja.yml). Authors can then wrap
 Japanese text like any other. One difference from Pandoc's extension: a break next to full-width
-punctuation is dropped whatever the other side is (is_cjk_punct), so no space follows 「。」. tests/test_site_assets.py runs it through Pandoc when Pandoc is
+punctuation is dropped whatever the other side is (is_cjk_punct), so no space follows 「。」. tests/site/test_site_assets.py runs it through Pandoc when Pandoc is
 installed.
 ]]
 

@@ -14,7 +14,7 @@ Quarto runs citeproc after every filter, so this filter sees the citations unren
   (rendered here by citeproc with the same style) followed by the year in parentheses, a
   SuppressAuthor citation that keeps the link: 「Ainslie et al.（2023）は」.
 
-The Japanese profile alone runs it (`filters:` in _quarto-ja.yml); tests/test_site_citations.py runs
+The Japanese profile alone runs it (`filters:` in _quarto-ja.yml); tests/site/test_site_citations.py runs
 it through Pandoc with the style, and tools/sitecheck.py (check_citations) checks the built pages of
 both editions.
 ]]

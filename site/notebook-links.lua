@@ -10,7 +10,7 @@ _quarto.yml, and from the notebook's path in the project, so no URL is written a
   Colab     https://colab.research.google.com/github/<owner>/<repo>/blob/<branch>/chapters/<lang>/<stem>.ipynb
 
 A notebook opened in Colab installs attnbook from the same repository in its first code cell
-(tools/colab_cell.py writes that cell from the same two settings). tests/test_site.py checks the
+(tools/colab_cell.py writes that cell from the same two settings). tests/site/test_site.py checks the
 links on the rendered pages.
 ]]
 

@@ -13,7 +13,7 @@ fix-epub finishes the EPUB where pandoc's output is not valid EPUB 3 or not yet 
 * the Japanese edition's references to sections and chapters read 「3.2 節」「第 3 章」, as on the
   website (tools/japanese_xrefs.py, which tools/build_site.sh runs on the HTML pages).
 
-The checks (tests/test_books.py runs each on a copy broken on purpose, tests/test_books_build.py on
+The checks (tests/book/test_books.py runs each on a copy broken on purpose, tests/book/test_books_build.py on
 the built books):
 
 * check_epub: EPUBCheck (Debian's `epubcheck`) reports no error or warning;

@@ -6,7 +6,7 @@
 #   _site/index.html        the language chooser (from site/index.html)
 #   _site/en/, _site/ja/    quarto render --profile en / ja
 #   _site/<lang>/chapters/<lang>/*.ipynb  the notebooks, which each chapter page links to for download
-#   .site-build.log         what Quarto printed (tests/test_site.py fails on any warning in it)
+#   .site-build.log         what Quarto printed (tests/site/test_site.py fails on any warning in it)
 #
 # Quarto renders the notebooks' stored outputs and never executes them (_quarto.yml), so this
 # needs Quarto and Jupyter's notebook format but not the book's Python dependencies.
@@ -56,7 +56,7 @@ trap 'rm -rf "$scratch"' EXIT
 tar --exclude=./.git --exclude=./_site --exclude=./.quarto --exclude=./.venv --exclude=./venv \
     --exclude=./node_modules --exclude=./.cache --exclude=./.hypothesis --exclude=./.pytest_cache \
     --exclude=__pycache__ --exclude="./$LOG" -cf - . | tar -C "$scratch" -xf -
-render() {  # render <lang> <folder> <log>; no colours: tests/test_site.py reads the log
+render() {  # render <lang> <folder> <log>; no colours: tests/site/test_site.py reads the log
   local t0 status=0
   t0=$(date +%s)
   (cd "$2" && NO_COLOR=1 "$QUARTO" render --profile "$1") > "$3" 2>&1 || status=$?

@@ -8,7 +8,7 @@ not the book's library. The cell installs it with pip from the repository named 
 _quarto.yml (book.repo-url and book.repo-branch), so the address is written nowhere by hand: this
 tool derives the cell from those settings and checks that every notebook has the current one (one
 of the checks tools/bookcheck.py runs). Where attnbook is installed already, as after the README's
-set-up, the cell does nothing (tests/test_colab_cell.py runs it both ways). pip's output is captured: when the
+set-up, the cell does nothing (tests/book/test_colab_cell.py runs it both ways). pip's output is captured: when the
 repository cannot be reached, the reader sees one line that names it, not pip's error. ``#| include: false``
 keeps it off the website.
 """

@@ -8,7 +8,7 @@ script: this tool reads them from lib/attnbook/experiments/results/ (the CSV and
 script per chapter, ``site/widgets/chNN-data.js``, which sets ``window.AttnWidgetData["chNN"]``; the chapter's
 widget (site/widgets/chNN.js) loads it from its own folder, so it works over file:// as over HTTP (a fetch of
 a .json file would not). Only what a widget plots is exported, rounded to the precision it shows, so each
-file stays a few kB. tests/test_export_widget_data.py checks that every stored file is what this writes now.
+file stays a few kB. tests/book/test_export_widget_data.py checks that every stored file is what this writes now.
 """
 
 from __future__ import annotations

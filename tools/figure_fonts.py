@@ -10,7 +10,7 @@ text column when it is wider; so in CSS pixels the smallest text is
     px_on_page = px_in_png × min(1, column / png_width)
 
 with ``column`` the width of the text column of a chapter page: ``COLUMN_PX`` in a 1280 px wide window,
-``PHONE_COLUMN_PX`` on a 390 px wide phone (both measured in Chromium; tests/test_site.py checks them).
+``PHONE_COLUMN_PX`` on a 390 px wide phone (both measured in Chromium; tests/site/test_site.py checks them).
 A figure whose text is below ``MIN_PX`` on the desktop or below ``PHONE_MIN_PX`` on the phone is
 reported, and so is a figure without the metadata (not executed through ``plotting.setup``). A phone
 shrinks a figure about half as much again as the desktop, so a figure made wider than the column

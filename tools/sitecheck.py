@@ -3,7 +3,7 @@
     python -m tools.sitecheck            # after bash tools/build_site.sh; lists every problem
 
 Each check takes the repository root and the site folder and returns a list of problems (empty
-when all is well), so tests/test_site.py can run it on the real site and on a copy broken on
+when all is well), so tests/site/test_site.py can run it on the real site and on a copy broken on
 purpose. What needs a browser (the language switch, the chooser, search) is tested there too.
 
 The site's layout, from tools/build_site.sh and the profiles:

@@ -10,9 +10,10 @@ site-packages, after the new environment's own, so the wheel's attnbook is the o
 notebook alone into an empty folder and runs it there with no ``PYTHONPATH``. A notebook that reads anything
 outside the installed package fails here as it fails for a reader.
 
-The default mode is cheap (tests/test_standalone.py runs it in every CI run): of chapters 6-11 it runs the set-up
+The default mode is cheap (tests/book/test_standalone.py runs it in every CI run): of chapters 6-11 it runs the set-up
 cell (where ``RESULTS`` is defined and, in chapter 11, every stored table is read) and every later top-level
-statement that reads stored results (``RESULTS``, ``read(...)``, ``META``, ``load(...)``: the reading of tables,
+statement that reads stored results (``RESULTS``, ``read(...)``, ``META``, ``load(...)``, ``load_model(...)``: the
+reading of tables,
 JSON files and checkpoints), each after the earlier statements that define the names it needs, except the
 statements that train a model live. ``--all`` executes every notebook of both editions
 with a Jupyter kernel of the new environment.
@@ -41,7 +42,7 @@ import matplotlib
 matplotlib.use("Agg")
 import attnbook
 assert attnbook.__file__.startswith(sys.prefix), ("attnbook is not the installed wheel's", attnbook.__file__)
-READS = re.compile(r"RESULTS|\bread\(|\bread_csv\(|\bread_json\(|\bMETA\b|\bload\(")
+READS = re.compile(r"RESULTS|\bread\(|\bread_csv\(|\bread_json\(|\bMETA\b|\bload\(|\bload_model\(")
 TRAINS = re.compile(r"experiment_train\(|\bfit\(|fit_seeds\(|fine_tune\(")
 sources = [("".join(c["source"])) for c in json.load(open(sys.argv[1], encoding="utf-8"))["cells"]
            if c["cell_type"] == "code"]

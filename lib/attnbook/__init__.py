@@ -49,8 +49,9 @@ One module per concept, in chapter order (a module imports only modules of its o
   correct ones and the properties that catch them, printed as a table by ``check``
 - :mod:`attnbook.experiments`: the measured chapters' stored results (package data, ``experiments.RESULTS``) and
   the run metadata (``RunInfo``); ``experiments.ch08`` (chapter 8's settings, data and training, which chapters 9
-  and 10 start from) and ``experiments.ch10`` (chapter 8's model with fewer key/value heads or latent attention,
-  associative recall)
+  and 10 start from), ``experiments.ch09`` (RoPE scaling, fine-tuning at 4L, windows and sinks: settings and runs),
+  ``experiments.ch10`` (chapter 8's model with fewer key/value heads or latent attention, associative recall) and
+  ``experiments.ch11`` (attention-only models on the standard library: settings, training, checkpoints)
 
 Bad input: the contract
 -----------------------

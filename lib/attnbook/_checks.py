@@ -335,7 +335,7 @@ def values(name: str, x, bad, expected: str):
 #   compiled every time, since XLA bakes callbacks into it).
 #
 # Registering a checkify rule is not public JAX API (``jax._src.checkify``); requirements.lock pins JAX, and
-# tests/test_checks.py checks both meanings and that the entry points' programs are cached.
+# tests/lib/test_checks.py checks both meanings and that the entry points' programs are cached.
 
 _value_check_p = jax.extend.core.Primitive("attnbook_value_check")
 

@@ -9,7 +9,7 @@ Each class of bug that public issue trackers report again and again has here
 
 :func:`check` prints one table per property, every version on a row, ``✓`` where the property holds and ``✗``
 where it fails, with the measured number. The table is language-neutral (property and function names,
-numbers, symbols), so both editions print it alike. tests/test_bugs.py shows every buggy version failing its
+numbers, symbols), so both editions print it alike. tests/lib/test_bugs.py shows every buggy version failing its
 property and every correct one passing it.
 
 A failure prints its measured number (two significant digits: it is large, far from any rounding edge); a pass

@@ -27,7 +27,7 @@ _state = {"lang": "en"}
 # colour-universal-design palette (Okabe and Ito, 2008, https://jfly.uni-koeln.de/color/), without its
 # yellow (1.2:1 contrast on white) and with black last. Seen through protanopia, deuteranopia and
 # tritanopia (Machado et al. 2009), any two of them stay at least 10.9 CIEDE2000 apart
-# (tests/test_figures.py checks every figure's colours, tools/figure_fonts.py explains the threshold).
+# (tests/book/test_figures.py checks every figure's colours, tools/figure_fonts.py explains the threshold).
 PALETTE = ("#0072b2", "#e69f00", "#009e73", "#d55e00", "#cc79a7", "#56b4e9", "#000000")
 # Reference lines (an optimum, a uniform guess): a dark grey, far from every palette colour under the
 # three simulations (CIEDE2000 >= 19), unlike matplotlib's "gray" (8 from the bluish green).

@@ -19,7 +19,7 @@ highest seed (``"0.25 (0.24–0.26)"``).
 
 Both editions stay complete: a message missing from the catalogue, or one whose translation is empty or names other
 placeholders, raises a ``KeyError`` in either language, so the notebook that prints it fails under nbval
-(``tests/test_report.py`` also checks every message a chapter's code names against the catalogue).
+(``tests/lib/test_report.py`` also checks every message a chapter's code names against the catalogue).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 /* Chapter 1: the sinusoidal encoding for a chosen d and base (site/widgets/widgets.js explains the runtime).
  * PE[p, 2i] = sin(p * w_i), PE[p, 2i+1] = cos(p * w_i), w_i = base^(-2i/d), as attnbook.positional.sinusoidal_encoding;
- * tests/test_site.py compares the heat-map (data-values) and the curve with the library. */
+ * tests/site/test_site.py compares the heat-map (data-values) and the curve with the library. */
 AttnWidgets.register("ch01-sinusoidal", function (root, W) {
   var T = 64, OFFSETS = 64;
   var state = {d: 32, base: 10000, p: 0};

@@ -1,7 +1,7 @@
 /* Chapter 2: the softmax of one query's scores with and without the 1/sqrt(d_k) scale (site/widgets/widgets.js
  * explains the runtime). One fixed draw of standard normal numbers (seed 2): a query and 8 keys of 256
  * components, of which the first d_k are used. The root carries the draw (data-q, data-keys); each bar group
- * carries its weights (data-values), which tests/test_site.py compares with jax.nn.softmax. */
+ * carries its weights (data-values), which tests/site/test_site.py compares with jax.nn.softmax. */
 AttnWidgets.register("ch02-saturation", function (root, W) {
   var KEYS = 8, DMAX = 256, random = W.rng(2);
   var q = random.normals(DMAX), keys = [];

@@ -2,7 +2,7 @@
  * fixed queries and keys under it (site/widgets/widgets.js explains the runtime). mask[i][j] is true where
  * query i may attend to key j; a query with no allowed key gets zero weights, as attnbook's attention returns.
  * The root carries the draw (data-q, data-k: seed 3, standard normal, 6 x 4) and the mask (data-mask); the
- * heat-map carries the weights (data-values), which tests/test_site.py compares with
+ * heat-map carries the weights (data-values), which tests/site/test_site.py compares with
  * attnbook.attention.scaled_dot_product_attention. */
 AttnWidgets.register("ch03-mask", function (root, W) {
   var T = 6, D = 4, random = W.rng(3), i, j;

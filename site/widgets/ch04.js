@@ -2,7 +2,7 @@
  * (site/widgets/widgets.js explains the runtime). The data (site/widgets/ch04-data.js) is exported by
  * tools/export_widget_data.py from the layer stored in tools/widget_models/ (trained as the chapter trains it)
  * applied to input 0 of the chapter's 1000 inputs; the heat-map (8 heads down, 5 keys across) carries data-values,
- * the root data-query (the token, 1 to 5, as the chapter numbers them). tests/test_site.py recomputes the weights
+ * the root data-query (the token, 1 to 5, as the chapter numbers them). tests/site/test_site.py recomputes the weights
  * with attnbook from the stored layer. */
 (function () {
   "use strict";

@@ -2,7 +2,7 @@
  * exp(K[t'] + w'[t, t']) / sum over t'', with w'[t, t'] = w[t, t'] inside the window |t - t'| < s and 0 outside
  * (not -inf: every key keeps a weight), as attnbook.aft.aft_local (one channel; causal: t' <= t only).
  * A fixed draw (seed 5, standard normal): K (16) and w (16 x 16), on the root as data-k and data-w; the
- * heat-map carries the weights (data-values) and the window (data-window), which tests/test_site.py compares
+ * heat-map carries the weights (data-values) and the window (data-window), which tests/site/test_site.py compares
  * with attnbook.aft.aft_local. */
 AttnWidgets.register("ch05-aft-local", function (root, W) {
   var TMAX = 16, random = W.rng(5), i;

@@ -3,7 +3,7 @@
  * lib/attnbook/experiments/results/attention_cost.csv: median time per call (ms) where the benchmark ran, the temporary memory of
  * XLA's analysis (MiB, planned at every T), and the status (measured, or skipped over the time or the memory
  * limit). Each table row carries data-method, data-status, data-ms and data-mib; the two plots (log2 T across,
- * log10 of the value up) carry each method's series. tests/test_site.py compares them with the CSV file. */
+ * log10 of the value up) carry each method's series. tests/site/test_site.py compares them with the CSV file. */
 (function () {
   "use strict";
   AttnWidgets.registerWithData("ch06-cost", init);  // loads ch06-data.js first

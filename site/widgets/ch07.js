@@ -6,7 +6,7 @@
  * transformer.greedy_decode_cached computes the new row only (1 key and value per block, written at row t of the
  * preallocated cache), projects the source's keys and values once, and scores its one query against the n rows
  * of the cache, masking those after t. The root carries data-string, data-step, data-source, data-decoded and
- * data-counts; each cell of the two rows carries data-state. tests/test_site.py compares them with attnbook. */
+ * data-counts; each cell of the two rows carries data-state. tests/site/test_site.py compares them with attnbook. */
 (function () {
   "use strict";
   AttnWidgets.registerWithData("ch07-decoding", init);  // loads ch07-data.js first

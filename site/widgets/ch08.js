@@ -4,7 +4,7 @@
  * over all positions at L, beyond L at longer lengths); the models are causal and every length reads prefixes of
  * the same sequences, so the curve at T is the first T positions of the 8L curve (the tool checks it). The figure's
  * series carry data-values; the root carries data-encoding, data-length and data-summary (one loss per seed).
- * tests/test_site.py compares them with the CSV files. */
+ * tests/site/test_site.py compares them with the CSV files. */
 (function () {
   "use strict";
   AttnWidgets.registerWithData("ch08-per-position", init);  // loads ch08-data.js first

@@ -3,14 +3,14 @@
  * (site/widgets/ch09-data.js) is exported by tools/export_widget_data.py from lib/attnbook/experiments/results/
  * rope_scaling_per_position.csv (mean over the seeds) and rope_scaling.csv (each seed's excess over the optimum
  * beyond L). The figure's series carry data-values; the root carries data-method, data-length and data-excess
- * (one value per seed). tests/test_site.py compares them with the CSV files. */
+ * (one value per seed). tests/site/test_site.py compares them with the CSV files. */
 (function () {
   "use strict";
   AttnWidgets.registerWithData("ch09-scaling", init);  // loads ch09-data.js first
 
   function init(root, W) {
     var D = window.AttnWidgetData.ch09, L = D.train_length;
-    var NAMES = {rope: W.t("RoPE, plain", "RoPE（そのまま）"), pi: "PI", ntk: "NTK-aware", yarn: "YaRN",
+    var NAMES = {rope: W.t("RoPE, plain", "素の RoPE"), pi: "PI", ntk: "NTK-aware", yarn: "YaRN",
                  yarn_no_temperature: W.t("YaRN without temperature", "温度なしの YaRN"), alibi: "ALiBi"};
     var state = {method: "yarn", length: D.lengths[1]};
     var f = W.frame(root, W.t("Try it: stretching RoPE, no fine-tuning", "試してみましょう：微調整なしでの RoPE の引き伸ばし"));

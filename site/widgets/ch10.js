@@ -3,7 +3,7 @@
  * T l; the quality is each seed's stored result at that G (site/widgets/ch10-data.js, exported by
  * tools/export_widget_data.py from lib/attnbook/experiments/results/kv_heads_quality.csv and kv_heads_recall.csv). The root carries
  * data-task, data-g, data-t, data-layers, data-bytes (the cache in bytes) and data-quality (one value per seed);
- * tests/test_site.py compares them with the library and the CSV files. */
+ * tests/site/test_site.py compares them with the library and the CSV files. */
 (function () {
   "use strict";
   AttnWidgets.registerWithData("ch10-kv-heads", init);  // loads ch10-data.js first

@@ -7,7 +7,7 @@
  * loss on the first and the second copy of repeated held-out code. The runs are site/widgets/ch11-data.js,
  * exported by tools/export_widget_data.py from lib/attnbook/experiments/results/induction_heads_scores.csv and
  * induction_heads_training.csv. The root carries data-variant, data-depth, data-seed, data-step, data-code-loss
- * ([first, second]) and data-baselines; tests/test_site.py compares them and the plots with the CSV files and
+ * ([first, second]) and data-baselines; tests/site/test_site.py compares them and the plots with the CSV files and
  * the library. */
 (function () {
   "use strict";

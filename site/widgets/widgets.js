@@ -17,7 +17,7 @@
  *
  * and `init(el, W)` replaces the div's content with controls and figures (W is this object). When the
  * figure is drawn the widget sets el.dataset.ready = "true"; every figure writes the numbers it shows
- * into data attributes (data-values: JSON, rounded to 1e-7), which tests/test_site.py compares with
+ * into data attributes (data-values: JSON, rounded to 1e-7), which tests/site/test_site.py compares with
  * attnbook. Labels follow <html lang> (W.t(en, ja)); colours are lib/attnbook/plotting.py's palette.
  */
 (function () {

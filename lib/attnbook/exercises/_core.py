@@ -137,7 +137,7 @@ def register(*exercises: Exercise) -> None:
 
 APPENDICES = {"B": "bugs"}
 """The appendices with exercises: the appendix's letter in the book (Quarto's, in the order of _quarto-en.yml's
-``appendices``: tests/test_exercises.py checks it) and the module that registers them. Their ids are ``"B.1"``,
+``appendices``: tests/book/test_exercises.py checks it) and the module that registers them. Their ids are ``"B.1"``,
 ``"B.2"``, ... as a chapter's are ``"3.1"``."""
 
 

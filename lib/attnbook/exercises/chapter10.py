@@ -50,7 +50,7 @@ def _rank_inputs(rng):
 
 UPTRAINED_LOWER_AT_30 = "uptrained"
 """10.4's answer, read from lib/attnbook/experiments/results/kv_heads_uptraining_grid.csv: the held-out excess of G = 1 after 30 steps,
-mean over the seeds (tests/test_exercises_chapter10.py reads it again)."""
+mean over the seeds (tests/book/test_exercises_chapter10.py reads it again)."""
 
 register(
     # 10.1 (implement): the bytes of a KV cache.

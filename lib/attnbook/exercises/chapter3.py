@@ -11,7 +11,7 @@ def _left_padded_causal_mask(lengths, T):
     """Sequence b fills the last lengths[b] of T positions; True where j <= i and both are real tokens.
 
     Written in NumPy (the library's ``padding_mask`` compiles its value check for every new shape,
-    a second or two per check); tests/test_exercises_chapter3.py checks it against
+    a second or two per check); tests/book/test_exercises_chapter3.py checks it against
     ``padding_mask(lengths, T)[:, ::-1, ::-1] & causal_mask(T)``.
     """
     i = np.arange(T)
@@ -37,7 +37,7 @@ class AttentionStack:
     than 1e-6 when an input row moved by 1 (a key weighted e^-30, say), and correct perturbation
     tests failed. At this scale
     every dependence the masks allow moves some output by more than ``MIN_CHANGE`` (the smallest
-    found over 3000 random models is 7e-3; tests/test_exercises_chapter3.py checks the check's cases).
+    found over 3000 random models is 7e-3; tests/book/test_exercises_chapter3.py checks the check's cases).
     """
 
     QK_SCALE = 0.3
@@ -90,7 +90,7 @@ def _model_and_input(kind, T, seed):
 
 
 def _dependence(f, x):
-    """The reference of 3.4, read from the masks (tests/test_exercises_chapter3.py checks it against
+    """The reference of 3.4, read from the masks (tests/book/test_exercises_chapter3.py checks it against
     the Jacobian of a JAX copy of the model)."""
     return f.dependence()
 

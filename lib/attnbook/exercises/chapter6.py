@@ -78,7 +78,7 @@ def weights_mib(T, heads, bytes_per_number):
 
 
 # Chunked attention's forward temporary memory at the two largest lengths, bytes, from the stored
-# benchmark (lib/attnbook/experiments/results/attention_cost.csv; tests/test_exercises_chapter6.py checks the copy).
+# benchmark (lib/attnbook/experiments/results/attention_cost.csv; tests/book/test_exercises_chapter6.py checks the copy).
 CHUNKED_FORWARD_TEMP_BYTES = {65536: 26092224, 131072: 42869696}
 
 

@@ -138,7 +138,7 @@ register(
         ),
     ),
     # 8.4 (predict): at 4L, beyond L, is T5's bias or NoPE lower? (From the stored results, seeds 0-4: T5,
-    # 1.48 against 1.54, every seed; tests/test_exercises_chapter8.py reads them again.)
+    # 1.48 against 1.54, every seed; tests/book/test_exercises_chapter8.py reads them again.)
     Exercise(
         id="8.4",
         kind="choice",

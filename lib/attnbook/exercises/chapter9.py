@@ -51,7 +51,7 @@ def _keys_inputs(rng):
 
 
 FINETUNE_10_STEPS_BEST = "yarn"
-"""9.4's answer, read from lib/attnbook/experiments/results/long_context_finetune.csv (tests/test_exercises_chapter9.py reads it again)."""
+"""9.4's answer, read from lib/attnbook/experiments/results/long_context_finetune.csv (tests/book/test_exercises_chapter9.py reads it again)."""
 
 register(
     # 9.1 (implement): NTK-aware frequencies, the base raised to b s^(d/(d-2)).

@@ -12,7 +12,9 @@ alone (downloaded, or in Colab) reads them from the installed package, never fro
 
 Chapters 6 and 7's experiments are :mod:`attnbook.experiments.ch06` and :mod:`attnbook.experiments.ch07`: their
 settings (frozen dataclasses), their runs and the writing of their stored results, each its own command
-(``python -m attnbook.experiments.ch06 --write``, ``python -m attnbook.experiments.ch07 ablations --write``).
+(``python -m attnbook.experiments.ch06 --write``, ``python -m attnbook.experiments.ch07 ablations --write``); so are
+chapters 9 and 11's, :mod:`~attnbook.experiments.ch09` and :mod:`~attnbook.experiments.ch11`
+(``python -m attnbook.experiments.ch09 --write rope_scaling``, ``python -m attnbook.experiments.ch11``).
 """
 
 from .store import RESULTS, RunInfo, machine, read_csv, read_json, source_folder, write_csv

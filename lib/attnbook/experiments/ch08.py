@@ -1,5 +1,5 @@
 """Chapter 8's experiment: its settings, data and training run, shared by the chapter, bench/positions_extrapolation.py
-(and chapters 9 and 10's runs, which start from it) and the tests.
+and bench/positions_bos_ablation.py (and chapters 9 and 10's runs, which start from it) and the tests.
 
 The components (the Markov task, :class:`~attnbook.extrapolation.PositionModel`, its training loop and evaluation)
 are :mod:`attnbook.extrapolation`'s; this module fixes their sizes once (:data:`SETTINGS`) and draws the data:
@@ -8,6 +8,7 @@ are :mod:`attnbook.extrapolation`'s; this module fixes their sizes once (:data:`
     table = ch08.table()                    # the order-2 chain over 8 symbols
     x, y, floor = ch08.eval_data(8)         # 128 held-out sequences of 8L tokens, and their optimal loss
     models, losses = ch08.train("rope", [0, 1, 2, 3, 4])
+    models, losses = ch08.train_with_bos("nope", [0, 1, 2, 3, 4])   # a BOS token before every sequence
 
 The stored results (``positions_extrapolation.csv`` and the rest) are read through :mod:`attnbook.experiments`.
 """
@@ -86,3 +87,25 @@ def train(encoding: str, seeds) -> tuple[PositionModel, np.ndarray]:
     targets = np.stack([d[1] for d in data])
     return train_encoding(encoding, seeds, inputs, targets, vocab_size=s.vocab_size, learning_rate=s.learning_rate,
                           d_model=s.d_model, depth=s.depth, heads=s.heads)
+
+
+def with_bos(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Inputs and targets ``(..., T)`` with a beginning-of-sequence token in front: ``(..., T + 1)``.
+
+    The token is ``SETTINGS.vocab_size`` (one past the chain's symbols, so the model's vocabulary grows by one);
+    the target after it is the sequence's first token, and every other target is unchanged.
+    """
+    x, y = np.asarray(x), np.asarray(y)
+    column = np.full(x.shape[:-1] + (1,), SETTINGS.vocab_size, dtype=x.dtype)
+    return np.concatenate([column, x], axis=-1), np.concatenate([x[..., :1], y], axis=-1)
+
+
+def train_with_bos(encoding: str, seeds) -> tuple[PositionModel, np.ndarray]:
+    """:func:`train` with :func:`with_bos` applied to every training sequence (the vocabulary one larger): chapter
+    8's NoPE ablation (``"nope"``) and chapter 9's attention-sink models (``"rope"``)."""
+    s = SETTINGS
+    data = [with_bos(*training_data(seed)) for seed in seeds]
+    inputs = np.stack([d[0] for d in data])
+    targets = np.stack([d[1] for d in data])
+    return train_encoding(encoding, seeds, inputs, targets, vocab_size=s.vocab_size + 1,
+                          learning_rate=s.learning_rate, d_model=s.d_model, depth=s.depth, heads=s.heads)

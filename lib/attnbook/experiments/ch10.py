@@ -28,6 +28,48 @@ from . import ch08
 # Chapter 10's experiment: chapter 8's task and model, with fewer key/value heads
 
 
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """The sizes of chapter 10's runs (beside chapter 8's, :data:`attnbook.experiments.ch08.SETTINGS`, and the recall
+    task's, :data:`RECALL`); the stored JSON files record them."""
+
+    seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
+    kv_heads: tuple[int, ...] = (4, 2, 1)  # MHA (chapter 8's RoPE runs repeated), GQA, MQA, at equal width
+    uptrain_to: tuple[int, ...] = (2, 1)  # the MHA models mean-pooled to these kv_heads, then trained more
+    uptrain_steps: int = 60  # bench/kv_heads_quality.py: 20% of the 300 pre-training steps; the paper's 5% is 15
+    uptrain_data_seed: int = 3000  # uptraining reads default_rng(3000 + seed)
+    grid_every: int = 5  # bench/kv_heads_uptraining.py: steps between held-out evaluations, up to 300
+    ranks: tuple[int, ...] = (12, 28, 60)  # latent attention: the cache of MQA, of GQA with 2 heads, of MHA
+    rope_dim: int = 4  # latent attention's decoupled RoPE part, d_h / 2
+    recall_kv_heads: tuple[int, ...] = (8, 4, 2, 1)  # bench/kv_heads_recall.py, 8 query heads
+    recall_curve_block: int = 20  # steps per point of the stored recall training curves
+
+    def to_dict(self) -> dict:
+        """The settings as a dict (tuples as lists, as JSON stores them)."""
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
+
+
+SETTINGS = Settings()
+
+
+def batches(seed: int, steps: int, rng_seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``steps`` minibatches of chapter 8's data from ``default_rng(rng_seed)``: inputs, targets ``(steps, batch, L)``
+    and each batch's optimal loss (the mean entropy of the true next-token distributions), as
+    :func:`attnbook.experiments.ch08.training_data` draws them (``rng_seed = 1000 + seed`` gives its data)."""
+    s = ch08.SETTINGS
+    x, y, floor = ex.markov_data(ch08.table(), s.order, steps * s.batch_size, s.train_length,
+                                 rng=np.random.default_rng(rng_seed))
+    shape = (steps, s.batch_size, s.train_length)
+    return x.reshape(shape), y.reshape(shape), floor.reshape(shape).mean(axis=(1, 2))
+
+
+def held_out(model, x, y, floor_mean: float) -> tuple[float, float]:
+    """One model's mean loss on held-out inputs and targets, and its excess over the optimum ``floor_mean``, both
+    rounded to 5 decimals as the stored tables hold them."""
+    loss = float(np.mean(np.asarray(ex.loss_per_position(model, x, y))))
+    return round(loss, 5), round(loss - floor_mean, 5)
+
+
 def gqa_position_model(kv_heads: int, *, seed: int, encoding: str = "rope", **sizes) -> ex.PositionModel:
     """Chapter 8's model (:class:`~attnbook.extrapolation.PositionModel`, its ``SETTINGS`` sizes unless given)
     with ``kv_heads`` key/value heads in every block.
@@ -155,6 +197,34 @@ def experiment_train(kv_heads: int, seeds, *, encoding: str = "rope", rank: int 
 
 
 # ---------------------------------------------------------------------------------------------
+# Decoding time: one attention layer of a scaled-down real model (bench/kv_decoding.py)
+
+
+@dataclasses.dataclass(frozen=True)
+class Decoding:
+    """The sizes of chapter 10's decoding-time run (see :data:`DECODING`)."""
+
+    d_model: int = 512
+    heads: int = 8
+    key_dim: int = 64
+    mla_rank: int = 256  # DeepSeek-V2's proportions: 4 d_h
+    mla_rope_dim: int = 32  # d_h / 2
+    steps: int = 32  # one-token steps decoded after the cache holds context - steps tokens
+    repeats: int = 7  # runs timed; the fastest is kept
+    contexts: tuple[int, ...] = (512, 2048, 8192)
+
+    def to_dict(self) -> dict:
+        """The settings as the stored JSON file records them (tuples as lists)."""
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
+
+
+DECODING = Decoding()
+"""The sizes of ``bench/kv_decoding.py``: one causal self-attention layer with d_model 512 and 8 query heads of 64
+features (MHA, GQA with 4 and 2 key/value heads, MQA) or latent attention of rank 256 with a decoupled RoPE part of
+32, decoding the last 32 positions of contexts of 512, 2048 and 8192 tokens."""
+
+
+# ---------------------------------------------------------------------------------------------
 # A task on which the cache can matter: multi-query associative recall (Arora et al. 2023, "Zoology")
 
 @dataclasses.dataclass(frozen=True)
@@ -275,6 +345,6 @@ def recall_eval(model) -> tuple[float, float]:
     return float((ce * m).sum() / m.sum()), float((acc * m).sum() / m.sum())
 
 
-__all__ = ["gqa_position_model", "equal_parameter_width", "equal_parameter_model", "mla_position_model", "LOSS", "fit",
-           "experiment_models", "experiment_train", "RECALL", "associative_recall", "recall_models", "recall_data",
+__all__ = ["Settings", "SETTINGS", "batches", "held_out", "gqa_position_model", "equal_parameter_width", "equal_parameter_model", "mla_position_model", "LOSS", "fit",
+           "experiment_models", "experiment_train", "DECODING", "RECALL", "associative_recall", "recall_models", "recall_data",
            "recall_train", "recall_eval"]

@@ -1,6 +1,6 @@
 """The exercises: the checking machinery, and the rules every chapter's exercises follow.
 
-Each chapter's deliberately wrong answers are in tests/test_exercises_chapterN.py; here:
+Each chapter's deliberately wrong answers are in tests/book/test_exercises_chapterN.py; here:
 
 - every exercise id used in a notebook is registered, and every registered id is used, in both
   languages, with a starter cell (tagged so that nbval does not judge it) and a solution cell in a
@@ -27,7 +27,7 @@ from attnbook import exercises, plotting
 from attnbook.exercises import Exercise, _core
 from tools.sitecheck import CHECK_CALL, SOLUTION_TITLE as TITLE
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 STARTER_TAGS = {"exercise-starter", "nbval-skip"}
 CALLOUT = re.compile(r"""^:::\s*\{\.callout-tip[^}]*collapse="true"[^}]*title="(?P<title>[^"]+)"\}""")
 CHAPTERS = sorted(p.name for p in (ROOT / "chapters" / "en").glob("[0-9][0-9]-*.ipynb"))
@@ -105,7 +105,7 @@ def test_reference_passes_its_own_check(ident):
 def test_every_chapter_has_a_wrong_answer_test():
     for chapter, _ in PAGES:
         module = f"chapter{chapter}" if isinstance(chapter, int) else _core.APPENDICES[chapter]
-        path = ROOT / "tests" / f"test_exercises_{module}.py"
+        path = ROOT / "tests" / "book" / f"test_exercises_{module}.py"
         assert path.exists(), f"{path.name} is missing: it gives a wrong answer for each exercise of chapter {chapter}"
 
 

@@ -1,4 +1,4 @@
-"""Chapter 7's exercises reject a deliberately wrong answer each (see tests/test_exercises.py), and their
+"""Chapter 7's exercises reject a deliberately wrong answer each (see tests/book/test_exercises.py), and their
 references agree with the library's models and masks computed another way."""
 
 import jax

@@ -35,7 +35,7 @@ import pytest
 from tools import figure_fonts, sitecheck
 from tools.screenshots import CHROMIUM_ARGS, QuietHandler
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 LANGS = ("en", "ja")
 
@@ -869,7 +869,7 @@ def test_widget_aft_local_agrees_with_the_library(site: Built, server: str, brow
 # Interactive figures of stored results and trained models (chapters 4 and 6-10)
 #
 # These widgets show benchmarks and trained models: their data (site/widgets/chNN-data.js) is exported by
-# tools/export_widget_data.py from lib/attnbook/experiments/results/ (tests/test_export_widget_data.py checks that each file is
+# tools/export_widget_data.py from lib/attnbook/experiments/results/ (tests/book/test_export_widget_data.py checks that each file is
 # what the tool writes now). Each test below drives one widget as the tests above do, and compares what it
 # shows with the stored CSV files, read here on their own, and with attnbook's functions on the same inputs.
 

@@ -1,4 +1,4 @@
-"""Chapter 6's exercises reject a deliberately wrong answer each (see tests/test_exercises.py); the merge of
+"""Chapter 6's exercises reject a deliberately wrong answer each (see tests/book/test_exercises.py); the merge of
 exercise 6.1 is the library's and gives attention over the concatenated keys; the stored numbers behind 6.3
 and the choice of 6.4 agree with the benchmark's files and with XLA's memory analysis."""
 
@@ -15,7 +15,7 @@ from attnbook.attention import merge_softmax_sums, scaled_dot_product_attention
 from attnbook.exercises import chapter6
 from test_exercises import mistakes_named, wrong_answers_rejected
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def merge_without_rescaling_a(m1, l1, a1, m2, l2, a2):

@@ -2,8 +2,8 @@
 
 Every check runs on the real repository, where it must find nothing, and on a copy of the book in
 tmp_path that one test breaks on purpose, where it must report the broken file (the copies:
-tests/book_copy.py, tests/conftest.py). The glossary's check is tested in tests/test_glossary.py,
-the Colab cell's in tests/test_colab_cell.py.
+tests/book_copy.py, tests/conftest.py). The glossary's check is tested in tests/book/test_glossary.py,
+the Colab cell's in tests/book/test_colab_cell.py.
 """
 
 from __future__ import annotations

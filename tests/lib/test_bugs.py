@@ -4,16 +4,16 @@ Where an older test already checks the same property of the library, this file c
 function catches the bug (and passes the library, which is the property's own test); the older tests stay
 where they are:
 
-- future tokens: tests/test_attention.py::test_causal_mask_blocks_gradient_from_the_future (the gradient
-  form), tests/test_transformer.py::test_decoder_does_not_look_ahead;
-- fully masked rows: tests/test_attention.py::test_fully_masked_row_is_zero_with_finite_gradients;
-- window semantics: tests/test_masking_sliding_window.py (the naive loop, ``min(i + 1, window)`` keys);
-- RoPE's relative property and pair layout: tests/test_positional.py::test_rope_relative_dot_products,
+- future tokens: tests/lib/test_attention.py::test_causal_mask_blocks_gradient_from_the_future (the gradient
+  form), tests/lib/test_transformer.py::test_decoder_does_not_look_ahead;
+- fully masked rows: tests/lib/test_attention.py::test_fully_masked_row_is_zero_with_finite_gradients;
+- window semantics: tests/lib/test_masking_sliding_window.py (the naive loop, ``min(i + 1, window)`` keys);
+- RoPE's relative property and pair layout: tests/lib/test_positional.py::test_rope_relative_dot_products,
   ::test_rope_matches_rotation_of_pairs;
-- YaRN: tests/test_positional_scaling.py::test_yarn_matches_the_authors_code,
+- YaRN: tests/lib/test_positional_scaling.py::test_yarn_matches_the_authors_code,
   ::test_yarn_keeps_high_frequencies_and_interpolates_low_ones;
-- the cache: tests/test_transformer.py::test_cached_decoding_equals_recomputing (one token at a time);
-- half precision: tests/test_attention.py::test_large_scores_stay_finite.
+- the cache: tests/lib/test_transformer.py::test_cached_decoding_equals_recomputing (one token at a time);
+- half precision: tests/lib/test_attention.py::test_large_scores_stay_finite.
 
 New here: queries after a cache (``Tq < Tk``), the cache trimmed to a window, split halves against adjacent
 pairs, dropout, and a cache after a prefill of several tokens.
@@ -24,6 +24,7 @@ import inspect
 import json
 from pathlib import Path
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -93,7 +94,7 @@ def test_a_mask_in_the_multihead_convention_works_once_inverted():
 
 
 def test_split_halves_are_adjacent_pairs_with_the_features_reordered():
-    x = bugs._normal(0, 8, 8)
+    x = jax.random.normal(jax.random.key(0), (8, 8))
     order = bugs.split_half_order(8)
     np.testing.assert_allclose(bugs.rope_rotate_half(x[:, order]), np.asarray(rope(x))[:, order], atol=1e-6)
 
@@ -123,7 +124,7 @@ def test_a_nan_is_a_failure():
 def test_the_appendix_shows_the_librarys_buggy_versions_verbatim(lang):
     """Every function the appendix defines is, character for character, the one of attnbook.bugs that the tests
     above show failing; and every buggy version tested here is shown in the appendix."""
-    path = Path(__file__).resolve().parent.parent / "chapters" / lang / "bugs.ipynb"
+    path = Path(__file__).resolve().parents[2] / "chapters" / lang / "bugs.ipynb"
     shown = {}
     for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
         if cell["cell_type"] != "code":

@@ -1,6 +1,6 @@
 """Appendix B's exercises reject a deliberately wrong answer each and name both of their mistakes (see
-tests/test_exercises.py); their references are the correct versions of attnbook.bugs, which pass the appendix's
-properties (tests/test_bugs.py)."""
+tests/book/test_exercises.py); their references are the correct versions of attnbook.bugs, which pass the appendix's
+properties (tests/lib/test_bugs.py)."""
 
 import jax.numpy as jnp
 import numpy as np

@@ -1,4 +1,4 @@
-"""Chapter 4's exercises reject a deliberately wrong answer each (see tests/test_exercises.py), and
+"""Chapter 4's exercises reject a deliberately wrong answer each (see tests/book/test_exercises.py), and
 their references agree with independent computations and with the chapter's stored results."""
 
 import json
@@ -15,7 +15,7 @@ from attnbook.exercises import chapter4
 from attnbook.mha import MultiHeadAttention, parameter_count
 from test_exercises import mistakes_named, wrong_answers_rejected
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def heads_by_hand(layer, x_q, x_kv, mask):

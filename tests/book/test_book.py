@@ -1,7 +1,7 @@
 """The book's files as the tools read them (tools/book.py).
 
 Most of it runs under every other test of the tools: the fixtures of tests/conftest.py find the
-twin notebooks of a copy of the book with it, and every check of tests/test_bookcheck.py reads the
+twin notebooks of a copy of the book with it, and every check of tests/book/test_bookcheck.py reads the
 book through it.
 """
 

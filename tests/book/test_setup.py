@@ -35,7 +35,7 @@ def test_site_is_published_with_the_tested_quarto():
     steps = workflow["jobs"]["build"]["steps"]
     quarto = next(s for s in steps if str(s.get("uses", "")).startswith("quarto-dev/quarto-actions/setup"))
     assert str(quarto["with"]["version"]) == setup.group(1) == "1.7.34"
-    assert any("pytest tests/test_site.py" in str(s.get("run", "")) for s in steps)
+    assert any("pytest tests/site/test_site.py" in str(s.get("run", "")) for s in steps)
 
 
 # ---------------------------------------------------------------------------------------------

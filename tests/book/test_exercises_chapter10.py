@@ -1,5 +1,5 @@
 """Chapter 10's exercises reject a deliberately wrong answer each and name their common mistakes (see
-tests/test_exercises.py); the stored answer of 10.4 is read again from the benchmark's results."""
+tests/book/test_exercises.py); the stored answer of 10.4 is read again from the benchmark's results."""
 
 import csv
 from pathlib import Path
@@ -12,7 +12,7 @@ from attnbook.exercises import chapter10
 from attnbook.mha import MultiHeadAttention
 from test_exercises import mistakes_named, wrong_answers_rejected
 
-RESULTS = Path(__file__).resolve().parent.parent / "lib" / "attnbook" / "experiments" / "results"
+RESULTS = Path(__file__).resolve().parents[2] / "lib" / "attnbook" / "experiments" / "results"
 
 
 def cache_keys_only(tokens, layers, kv_heads, d_head, itemsize):

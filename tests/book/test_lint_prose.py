@@ -5,7 +5,7 @@ from pathlib import Path
 from tools import lint_prose
 from tools.lint_prose import Block
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_markdown_for_textlint_hides_math_code_and_tables():
@@ -31,7 +31,7 @@ def test_textlint_finds_what_the_book_forbids_and_points_at_the_cell():
 
 def test_textlint_finds_the_drift_of_chapters_9_to_11():
     """prh.yml's rules for issue 43's drift classes: め as a counter, 特徴 as a counter of a head's features,
-    x for times. (値 for value and 復号 are the glossary's: tests/test_glossary.py.)"""
+    x for times. (値 for value and 復号 are the glossary's: tests/book/test_glossary.py.)"""
     notebook = ROOT / "chapters" / "ja" / "made-up.ipynb"
     blocks = [Block(notebook, "cell 1, ", "2 回めの実行です。"), Block(notebook, "cell 2, ", "8 特徴のヘッドです。"),
               Block(notebook, "cell 3, ", "キャッシュは 2.0x 小さくなります。"),

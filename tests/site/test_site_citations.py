@@ -5,7 +5,7 @@ The Japanese profile cites with site/book-ja.csl (full-width parentheses) and ru
 (which drops the spaces around a citation's parentheses and writes a narrative citation's authors
 as text before its year: 「Ainslie et al.（2023）は」); the English profile keeps site/book.csl. The
 built pages of both editions are checked by tools/sitecheck.py's check_citations, which
-tests/test_site.py runs on the site it builds; here the check is run on pages made for it, and the style
+tests/site/test_site.py runs on the site it builds; here the check is run on pages made for it, and the style
 and the filter through Pandoc, as Quarto runs them (the filters first, then citeproc).
 """
 

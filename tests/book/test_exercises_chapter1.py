@@ -1,4 +1,4 @@
-"""Chapter 1's exercises reject a deliberately wrong answer each (see tests/test_exercises.py)."""
+"""Chapter 1's exercises reject a deliberately wrong answer each (see tests/book/test_exercises.py)."""
 
 import jax.numpy as jnp
 import numpy as np

@@ -1,4 +1,4 @@
-"""Chapter 2's exercises reject a deliberately wrong answer each (see tests/test_exercises.py)."""
+"""Chapter 2's exercises reject a deliberately wrong answer each (see tests/book/test_exercises.py)."""
 
 import equinox as eqx
 import jax

@@ -1,5 +1,5 @@
 """Chapter 11's exercises reject a deliberately wrong answer each and name their common mistakes (see
-tests/test_exercises.py); their references agree with the library's scores."""
+tests/book/test_exercises.py); their references agree with the library's scores."""
 
 import jax
 import numpy as np

@@ -1,4 +1,4 @@
-"""Chapter 3's exercises reject a deliberately wrong answer each (see tests/test_exercises.py), and
+"""Chapter 3's exercises reject a deliberately wrong answer each (see tests/book/test_exercises.py), and
 the references written for speed agree with the library and with the Jacobian."""
 
 import jax

@@ -1,4 +1,5 @@
-"""Fixtures of the tests of the authoring tools: a copy of the book and its first twin notebooks."""
+"""The book's tests: its notebooks' structure (twins, parity, glossary, exercises), the authoring tools, the
+set-up, the standalone notebooks and the PDF/EPUB. The fixtures: a copy of the book and its first twin notebooks."""
 
 from __future__ import annotations
 

@@ -2,10 +2,10 @@
 
 Runs only when asked, for it takes many minutes (LaTeX typesets some 300 pages per edition):
 
-    ATTNBOOK_BOOKS=build python -m pytest -p no:xdist -o addopts= tests/test_books_build.py   # build, then check
-    ATTNBOOK_BOOKS=built python -m pytest -p no:xdist -o addopts= tests/test_books_build.py   # check _books/ as built
+    ATTNBOOK_BOOKS=build python -m pytest -p no:xdist -o addopts= tests/book/test_books_build.py   # build, then check
+    ATTNBOOK_BOOKS=built python -m pytest -p no:xdist -o addopts= tests/book/test_books_build.py   # check _books/ as built
 
-.github/workflows/books.yml runs it weekly; tests/test_books.py (the README's test command) is the fast part,
+.github/workflows/books.yml runs it weekly; tests/book/test_books.py (the README's test command) is the fast part,
 where each check is also shown to fail on an input broken on purpose. Here the checks of tools/books.py run
 on the real books, and EPUBCheck and pdffonts once more on copies broken on purpose.
 """
@@ -22,7 +22,7 @@ import pytest
 
 from tools import books
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 MODE = os.environ.get("ATTNBOOK_BOOKS", "")
 BOOKS = ROOT / "_books"
 LANGS = ("en", "ja")

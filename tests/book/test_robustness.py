@@ -19,7 +19,7 @@ from nbformat.v4 import new_code_cell, new_notebook
 from attnbook import train
 from tools import robustness
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TRAINING_CHAPTERS = robustness.TRAINING_CHAPTERS
 
 TRAIN = """

@@ -1,4 +1,4 @@
-"""Chapter 5's exercises reject a deliberately wrong answer each (see tests/test_exercises.py), and their
+"""Chapter 5's exercises reject a deliberately wrong answer each (see tests/book/test_exercises.py), and their
 references agree with direct evaluations of the paper's equations."""
 
 import math

@@ -1,5 +1,5 @@
 """Chapter 9's exercises reject a deliberately wrong answer each and name their common mistakes (see
-tests/test_exercises.py); the stored answer of 9.4 is read again from the benchmark's results."""
+tests/book/test_exercises.py); the stored answer of 9.4 is read again from the benchmark's results."""
 
 import csv
 from pathlib import Path
@@ -10,7 +10,7 @@ from attnbook import exercises, positional
 from attnbook.exercises import chapter9
 from test_exercises import mistakes_named, wrong_answers_rejected
 
-RESULTS = Path(__file__).resolve().parent.parent / "lib" / "attnbook" / "experiments" / "results"
+RESULTS = Path(__file__).resolve().parents[2] / "lib" / "attnbook" / "experiments" / "results"
 
 
 def ntk_base_times_s(d, scale):  # the base multiplied by s, without the exponent d / (d - 2)

@@ -1,6 +1,6 @@
 """The book as an EPUB and a PDF, fast part: its configuration, the widget filter on a tiny document, and
 each check of tools/books.py shown to fail on an input broken on purpose. A second or two, no Quarto,
-no LaTeX. tests/test_books_build.py builds both books of both editions and checks them, when asked.
+no LaTeX. tests/book/test_books_build.py builds both books of both editions and checks them, when asked.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import yaml
 
 from tools import books
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def profile(name: str) -> dict:

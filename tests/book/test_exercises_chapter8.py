@@ -1,4 +1,4 @@
-"""Chapter 8's exercises reject a deliberately wrong answer each (see tests/test_exercises.py); the stored
+"""Chapter 8's exercises reject a deliberately wrong answer each (see tests/book/test_exercises.py); the stored
 answers (8.4, 8.5) are read again from the benchmark's results."""
 
 import csv
@@ -11,7 +11,7 @@ from attnbook import exercises, positional
 from attnbook.exercises import chapter8
 from test_exercises import mistakes_named, wrong_answers_rejected
 
-RESULTS = Path(__file__).resolve().parent.parent / "lib" / "attnbook" / "experiments" / "results"
+RESULTS = Path(__file__).resolve().parents[2] / "lib" / "attnbook" / "experiments" / "results"
 
 
 def alibi_slopes_from_one(T, heads):

@@ -114,12 +114,14 @@ def test_n_days_lower_bound_scores_on_chains_that_did_not_choose_the_rule():
     """15-days: the rule is chosen on half A; the reported value is its score on half B alone."""
     seed, chains, steps, memory = 8, 40, 60, 15
     bound = data.n_days_bayes_accuracy(memory, np.random.default_rng(seed), chains=chains, steps=steps)
-    days = data._run_chains(data._n_days_probs, chains, np.random.default_rng(seed), memory, 100 + steps)
-    half_b = days[chains // 2:]
+    # The same chains, from the same seed, through the public generator: its last `steps` days are the scored ones.
+    x, y = data.n_days(chains, np.random.default_rng(seed), memory=memory, length=steps - 1, burn_in=100)
+    half_b = np.concatenate([x, y[:, None]], axis=1)[chains // 2:]
     scores = []
-    for s in range(2 * memory + 100, days.shape[1] - memory):
+    for s in range(steps - memory):
         window = half_b[:, s : s + memory]
-        law = data._n_days_probs(window)
+        seen = np.stack([(window == w).sum(axis=1) for w in range(3)], axis=1)
+        law = (memory - seen) / (2 * memory)  # the process's law of the next day, written out
         if bound.method == "least frequent visible weather":
             counts = np.stack([(window[:, -10:] == w).sum(axis=1) for w in range(3)], axis=1)
             scores.append(law[np.arange(len(law)), counts.argmin(axis=1)])

@@ -147,3 +147,44 @@ def test_chapter4_home_gives_the_chapters_inputs_targets_and_layer():
     assert parameter_count(ch04.layer(key_bias_positions=5)) == 1967  # as chapter 4 asserts
     assert ch04.layer(d_model=14).w_q.shape == (14, s.heads, s.key_dim)
     assert ch04.optimizer() is ch04.optimizer()  # created once: runs of one model structure share their program
+
+
+def test_chapter6_readers_series_fits_and_crossovers():
+    rows = [{"method": m, "mode": "forward", "T": float(T), "seconds": s, "temp_bytes": b}
+            for m, scale in [("attention", 1.0), ("aft-simple", 0.5)]
+            for T, s, b in [(1024, scale * 1024.0**2, 10.0), (2048, scale * 2048.0**2, 20.0),
+                            (4096, None if m == "attention" else scale * 4096.0**2, 30.0 if m == "attention" else 5.0)]]
+    ts, seconds = ch06.series(rows, "attention", "forward", "seconds")  # a length not run is left out
+    assert list(ts) == [1024, 2048] and list(seconds) == [1024.0**2, 2048.0**2]
+    assert ch06.value_at(rows, "attention", "forward", 4096, "seconds") is None
+    slope, _, fitted = ch06.power_fit(*ch06.series(rows, "aft-simple", "forward", "seconds"))
+    assert slope == pytest.approx(2.0) and list(fitted) == [1024, 2048, 4096]  # fewer than 3 from 2048: the last 3
+    extrapolated, measured = ch06.time_at(rows, "attention", "forward", 8192)
+    assert not measured and extrapolated == pytest.approx(8192.0**2)
+    assert ch06.time_at(rows, "attention", "forward", 1024) == (1024.0**2, True)
+    assert ch06.better_from(rows, "aft-simple", "forward", "seconds") == (1024, 2048)
+    assert ch06.better_from(rows, "aft-simple", "forward", "temp_bytes") == (4096, 4096)  # 5 < 30, not 20 < 20
+
+
+def test_chapter6_sizes_and_times_as_printed():
+    assert ch06.binary_size(2**26) == "64 MiB" and ch06.binary_size(330) == "0.322 KiB"
+    assert ch06.binary_size(8.01 * 2**40) == "8.01 TiB"
+    assert ch06.readable_seconds(204.0) == "3.4 min" and ch06.readable_seconds(0.0042) == "4 ms"
+    assert ch06.readable_seconds(7200.0, ("時間", "分", "秒")) == "2.0 時間"
+
+
+def test_chapter6_same_function_tells_outputs_and_gradients_apart():
+    import jax.numpy as jnp
+    import numpy as np
+
+    from attnbook.attention import chunked_attention, scaled_dot_product_attention
+
+    rng = np.random.default_rng(0)
+    q, k, v = (jnp.asarray(rng.standard_normal((20, 8), dtype=np.float32)) for _ in range(3))
+    full = lambda q, k, v: scaled_dot_product_attention(q, k, v)[0]  # noqa: E731
+    assert ch06.same_function(lambda q, k, v: chunked_attention(q, k, v, query_chunk=8, key_chunk=6), full,
+                              q, k, v) == (True, True)
+    assert ch06.same_function(lambda q, k, v: full(q, k, v) + 1e-3 * jnp.sin(1e3 * q), full, q, k, v) == (False, False)
+    # the same outputs but other gradients: stop_gradient through the values
+    import jax
+    assert ch06.same_function(lambda q, k, v: full(q, k, jax.lax.stop_gradient(v)), full, q, k, v) == (True, False)

@@ -131,6 +131,130 @@ def read_rows(path) -> list[dict]:
     return rows
 
 
+FIT_FROM = 2048  # power laws are fitted from T = 2048 on (on the 3 largest lengths where fewer reach it)
+
+
+def series(rows, method: str, mode: str, field: str):
+    """Lengths and values of one method and mode (rows of :func:`read_rows`), at the lengths that have a value: two
+    NumPy arrays, in the order of the rows."""
+    chosen = [r for r in rows if r["method"] == method and r["mode"] == mode and r[field] is not None]
+    return np.array([r["T"] for r in chosen]), np.array([r[field] for r in chosen])
+
+
+def value_at(rows, method: str, mode: str, t: int, field: str = "temp_bytes"):
+    """One stored value (``field`` of ``method`` and ``mode`` at length ``t``), or None where it has none."""
+    return dict(zip(*series(rows, method, mode, field))).get(t)
+
+
+def power_fit(ts, values, fit_from: int = FIT_FROM):
+    """The straight line through log2(value) against log2(T) on the large-T part: (slope, intercept, the lengths
+    used). The part is T >= ``fit_from``, or the three largest lengths where fewer than three reach it."""
+    ts, values = np.asarray(ts, dtype=float), np.asarray(values, dtype=float)
+    keep = ts >= fit_from
+    if keep.sum() < 3:
+        keep = np.arange(len(ts)) >= len(ts) - 3
+    slope, intercept = np.polyfit(np.log2(ts[keep]), np.log2(values[keep]), 1)
+    return float(slope), float(intercept), ts[keep]
+
+
+def time_at(rows, method: str, mode: str, t: int):
+    """(seconds, measured?) at length ``t``: the stored time, or else the value of the fitted power law there."""
+    ts, seconds = series(rows, method, mode, "seconds")
+    if t in ts:
+        return float(seconds[list(ts).index(t)]), True
+    slope, intercept, _ = power_fit(ts, seconds)
+    return float(2 ** (intercept + slope * np.log2(t))), False
+
+
+def better_from(rows, method: str, mode: str, field: str, baseline: str = "attention"):
+    """(the smallest T from which ``method`` has a smaller ``field`` than ``baseline`` at every longer length where
+    both have a value, or None; the longest length compared)."""
+    mine, theirs = (dict(zip(*series(rows, m, mode, field))) for m in (method, baseline))
+    common = sorted(set(mine) & set(theirs))
+    start = None
+    for t in reversed(common):
+        if mine[t] >= theirs[t]:
+            break
+        start = t
+    return start, common[-1]
+
+
+def same_function(f, g, q, k, v, atol: float = 1e-5) -> tuple[bool, bool]:
+    """Do ``f`` and ``g`` compute the same attention of ``q``, ``k``, ``v``: (outputs equal to ``atol``, gradients of
+    sum(tanh(out)) with respect to q, k and v equal to ``atol``)?"""
+    loss = lambda h: (lambda q, k, v: jnp.sum(jnp.tanh(h(q, k, v))))  # noqa: E731
+    same_out = bool(jnp.allclose(f(q, k, v), g(q, k, v), atol=atol))
+    grads = jax.grad(loss(f), argnums=(0, 1, 2))(q, k, v)
+    reference = jax.grad(loss(g), argnums=(0, 1, 2))(q, k, v)
+    return same_out, all(bool(jnp.allclose(a, b, atol=atol)) for a, b in zip(grads, reference))
+
+
+def binary_size(n_bytes) -> str:
+    """A byte count in TiB, GiB, MiB or KiB, three significant digits: ``binary_size(2**26)`` is ``"64 MiB"``."""
+    for unit, scale in [("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)]:
+        if n_bytes >= scale or unit == "KiB":
+            return f"{n_bytes / scale:.3g} {unit}"
+
+
+def readable_seconds(seconds: float, units=("h", "min", "s")) -> str:
+    """A time in hours, minutes or seconds to one decimal, or in whole milliseconds below a second; ``units``: the
+    three unit names as the page writes them."""
+    for unit, scale in zip(units, (3600, 60, 1)):
+        if seconds >= scale:
+            return f"{seconds / scale:.1f} {unit}"
+    return f"{seconds * 1e3:.0f} ms"
+
+
+def plot_log_log(rows, field: str, scale: float, ylabel: str, names: dict, mode_names: dict, xlabel: str,
+                 measured_only: bool):
+    """Chapter 6's log-log figure of ``field`` against T: attention's implementations in the top row, the AFT
+    variants (with full attention again, for reference) in the bottom row, one column per mode; filled markers for
+    lengths that were run, open ones (unless ``measured_only``) for lengths only planned, and faint fitted lines.
+    ``names`` and ``mode_names``: the legend's and the titles' words. Returns (figure, {(method, mode): slope},
+    {(method, mode): lengths fitted})."""
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+
+    methods = list(method_table())
+    groups = [["attention", "jax.nn", "chunked"], ["attention", "aft-full", "aft-local", "aft-simple", "aft-conv"]]
+    fig, axes = plt.subplots(2, 2, figsize=(5.0, 7.4), sharex=True, sharey=True, layout="constrained")
+    slopes, fits = {}, {}
+    handles = [Line2D([], [], color=STYLE[m][0], marker=STYLE[m][1], ms=5, lw=1, label=names[m]) for m in methods]
+    for row, group in zip(axes, groups):
+        for ax, mode in zip(row, MODES):
+            for method in group:
+                ts, values = series(rows, method, mode, field)
+                slope, intercept, fitted = power_fit(ts, values)
+                slopes[method, mode], fits[method, mode] = slope, fitted
+                colour, marker = STYLE[method]
+                ax.loglog(ts, values * scale, color=colour, lw=1)
+                run = np.isin(ts, series(rows, method, mode, "seconds")[0])
+                ax.loglog(ts[run], values[run] * scale, ls="", marker=marker, color=colour, ms=5)
+                if not measured_only:
+                    ax.loglog(ts[~run], values[~run] * scale, ls="", marker=marker, mfc="white", color=colour, ms=5)
+                ax.loglog(fitted, 2 ** (intercept + slope * np.log2(fitted)) * scale, color=colour, lw=4, alpha=0.25)
+            length_axis(ax, sorted({int(r["T"]) for r in rows}), xlabel, every=3)  # 128, 1k, 8k, 64k
+        row[0].set_ylabel(ylabel)
+    for ax, mode in zip(axes[0], MODES):
+        ax.set_title(mode_names[mode])
+        ax.set_xlabel("")
+    fig.legend(handles=handles, loc="outside lower center", ncol=2)
+    return fig, slopes, fits
+
+
+def length_axis(ax, lengths, xlabel: str, every: int = 2) -> None:
+    """Powers of two on a log T axis, written as 128, 512, 2k, ... (every ``every``-th power from 128 on)."""
+    ax.set_xscale("log", base=2)
+    ticks = [t for t in lengths if (np.log2(t) - 7) % every == 0]
+    ax.set_xticks(ticks, [str(t) if t < 1024 else f"{t // 1024}k" for t in ticks])
+    ax.set_xlabel(xlabel)
+    ax.grid(True, which="major", alpha=0.3)
+
+
+STYLE = {"attention": ("C0", "o"), "jax.nn": ("C1", "s"), "chunked": ("C2", "D"), "aft-full": ("C3", "^"),
+         "aft-local": ("C4", "v"), "aft-simple": ("C5", "<"), "aft-conv": ("C6", ">")}  # colour and marker
+
+
 # ---------------------------------------------------------------------------------------------
 # The functions and their inputs
 

@@ -111,15 +111,14 @@ def t(message: str, /, lang: str | None = None, **values) -> str:
     return text.format(**values) if values or placeholders(message) else text
 
 
-def _binary_size(count) -> str:
-    """A count of bytes in the largest binary unit it fills, to at most two decimals: 4864 -> "4.75 KiB"."""
-    count = int(count)
-    if count < 0:
-        raise ValueError(f"a count of bytes cannot be negative, got {count}")
-    for unit, size in (("GiB", 1024 ** 3), ("MiB", 1024 ** 2), ("KiB", 1024)):
-        if count >= size:
-            return f"{count / size:.2f}".rstrip("0").rstrip(".") + " " + unit
-    return f"{count} B"
+def binary_size(n_bytes) -> str:
+    """A count of bytes in TiB, GiB, MiB or KiB, to three significant digits: ``binary_size(2**26)`` is
+    ``"64 MiB"``, ``binary_size(4864)`` is ``"4.75 KiB"`` (below 1 KiB too: ``binary_size(512)`` is ``"0.5 KiB"``)."""
+    if n_bytes < 0:
+        raise ValueError(f"a count of bytes cannot be negative, got {n_bytes}")
+    for unit, scale in [("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)]:
+        if n_bytes >= scale or unit == "KiB":
+            return f"{n_bytes / scale:.3g} {unit}"
 
 
 def _cell(value, fmt: str | None) -> str:
@@ -128,7 +127,7 @@ def _cell(value, fmt: str | None) -> str:
     if isinstance(value, str):
         return value
     if fmt == "bytes":
-        return _binary_size(value.item() if hasattr(value, "item") else value)
+        return binary_size(value.item() if hasattr(value, "item") else value)
     if fmt is None:
         return str(value.item() if hasattr(value, "item") else value)
     return format(value.item() if hasattr(value, "item") else value, fmt)
@@ -139,7 +138,7 @@ class Table:
 
     ``columns``: the English names of the columns (translated through :func:`t`); ``rows``: one sequence of values
     per row, as many as there are columns; ``formats``: one format specification per column (``".3f"``; ``"bytes"``
-    for a count of bytes in KiB, MiB or GiB), or None for ``str``. A string cell is printed as it is (pass it through ``t`` to translate it), None as "–".
+    for a count of bytes, as :func:`binary_size` writes it), or None for ``str``. A string cell is printed as it is (pass it through ``t`` to translate it), None as "–".
     """
 
     def __init__(self, columns: Sequence[str], rows: Sequence[Sequence], *, formats: Sequence[str | None] | None = None):

@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from attnbook import experiments
+from attnbook import experiments, report
 from attnbook.experiments import ch06, ch07
 from attnbook.nn import count_parameters
 
@@ -167,8 +167,8 @@ def test_chapter6_readers_series_fits_and_crossovers():
 
 
 def test_chapter6_sizes_and_times_as_printed():
-    assert ch06.binary_size(2**26) == "64 MiB" and ch06.binary_size(330) == "0.322 KiB"
-    assert ch06.binary_size(8.01 * 2**40) == "8.01 TiB"
+    assert report.binary_size(2**26) == "64 MiB" and report.binary_size(330) == "0.322 KiB"
+    assert report.binary_size(8.01 * 2**40) == "8.01 TiB"
     assert ch06.readable_seconds(204.0) == "3.4 min" and ch06.readable_seconds(0.0042) == "4 ms"
     assert ch06.readable_seconds(7200.0, ("時間", "分", "秒")) == "2.0 時間"
 

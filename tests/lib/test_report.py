@@ -75,8 +75,9 @@ def test_last_token_is_the_last_row_of_the_output():
 
 
 def test_a_count_of_bytes_is_printed_in_the_largest_binary_unit_it_fills():
-    table = Table(["KV cache"], [[0], [1023], [1024], [4864], [528384], [67112960], [3 * 1024 ** 3]], formats=["bytes"])
-    assert [row[0] for row in table.rows] == ["0 B", "1023 B", "1 KiB", "4.75 KiB", "516 KiB", "64 MiB", "3 GiB"]
+    table = Table(["KV cache"], [[512], [1024], [4864], [525056], [67112960], [3 * 1024 ** 3], [2**41]], formats=["bytes"])
+    assert [row[0] for row in table.rows] == ["0.5 KiB", "1 KiB", "4.75 KiB", "513 KiB", "64 MiB", "3 GiB", "2 TiB"]
+    assert report.binary_size(2**26) == "64 MiB"
     with pytest.raises(ValueError, match="negative"):
         Table(["KV cache"], [[-1]], formats=["bytes"])
 

@@ -189,13 +189,6 @@ def same_function(f, g, q, k, v, atol: float = 1e-5) -> tuple[bool, bool]:
     return same_out, all(bool(jnp.allclose(a, b, atol=atol)) for a, b in zip(grads, reference))
 
 
-def binary_size(n_bytes) -> str:
-    """A byte count in TiB, GiB, MiB or KiB, three significant digits: ``binary_size(2**26)`` is ``"64 MiB"``."""
-    for unit, scale in [("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)]:
-        if n_bytes >= scale or unit == "KiB":
-            return f"{n_bytes / scale:.3g} {unit}"
-
-
 def readable_seconds(seconds: float, units=("h", "min", "s")) -> str:
     """A time in hours, minutes or seconds to one decimal, or in whole milliseconds below a second; ``units``: the
     three unit names as the page writes them."""

@@ -213,3 +213,16 @@ def test_scalings_work_under_jit_and_are_static():
     f = jax.jit(lambda x: P.rope(x, scaling=scaling))
     np.testing.assert_allclose(np.asarray(f(x)), np.asarray(P.rope(x, scaling=scaling)), rtol=1e-6, atol=1e-6)
     assert hash(scaling) == hash(P.YaRNScaling(4, 32))  # frozen and hashable: usable as a static argument
+
+
+def test_ntk_aware_leaves_a_third_of_a_large_heads_pairs_at_new_angles():
+    """Chapter 9's count for a head of 128 features, L = 2048, s = 4: 23 of 64 pairs turn less than once over L, and
+    under NTK-aware scaling 22 of them reach, at 4L, angles beyond the largest they had in training."""
+    from attnbook.positional import NTKAwareScaling, frequencies
+
+    d, length, s = 128, 2048, 4
+    trained = length * frequencies(d)  # the largest angle of each pair over positions 0..L
+    scaled = s * length * NTKAwareScaling(s).frequencies(d)  # the same at 4L with the raised base
+    below_one_turn = trained < 2 * np.pi
+    assert below_one_turn.sum() == 23
+    assert (below_one_turn & (scaled > trained)).sum() == 22

@@ -10,6 +10,7 @@ The components are :mod:`attnbook.kv` (:func:`~attnbook.kv.pool_kv_heads`, :func
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import equinox as eqx
 import jax
@@ -23,6 +24,7 @@ from ..kv import pool_kv_heads
 from ..latent import MultiHeadLatentAttention
 from ..nn import FeedForward
 from . import ch08
+from .store import read_csv
 
 # ---------------------------------------------------------------------------------------------
 # Chapter 10's experiment: chapter 8's task and model, with fewer key/value heads
@@ -345,6 +347,96 @@ def recall_eval(model) -> tuple[float, float]:
     return float((ce * m).sum() / m.sum()), float((acc * m).sum() / m.sum())
 
 
+# ---------------------------------------------------------------------------------------------
+# Reading the stored results (attnbook/experiments/results/, written by bench/kv_*.py and bench/latent_quality.py)
+
+
+@functools.cache
+def _stored_rows(name: str) -> tuple[dict, ...]:
+    return tuple(read_csv(name))
+
+
+def stored(name: str, column: str, **where) -> np.ndarray:
+    """The values of ``column`` in the stored CSV file ``name``, as floats, in the file's order (seed 0 first), from
+    the rows whose fields equal ``where`` (compared as text: ``kv_heads=2`` matches the field ``"2"``).
+
+    ``stored("kv_heads_quality.csv", "excess", method="from_scratch", kv_heads=2, steps=300)`` is the held-out excess
+    of GQA with 2 key/value heads, one value per seed. A selection that matches no row is a ``KeyError``.
+    """
+    rows = _stored_rows(name)
+    if rows and column not in rows[0]:
+        raise KeyError(f"{name} has no column {column!r}; its columns are {sorted(rows[0])}")
+    chosen = [r[column] for r in rows if all(r[k] == str(v) for k, v in where.items())]
+    if not chosen:
+        raise KeyError(f"no row of {name} has {where}")
+    return np.array([float(v) for v in chosen])
+
+
+def quality(kv_heads: int, column: str = "excess", *, method: str = "from_scratch", steps: int = 300) -> np.ndarray:
+    """Chapter 8's task with ``kv_heads`` key/value heads (bench/kv_heads_quality.py): ``column`` of each seed, by
+    default the held-out excess over the optimum (nats per token) after ``steps`` steps."""
+    return stored("kv_heads_quality.csv", column, method=method, kv_heads=kv_heads, steps=steps)
+
+
+def baseline(method: str, column: str = "excess") -> float:
+    """A baseline's row of kv_heads_quality.csv (``"optimum"``: its ``loss`` is the optimum; ``"current_token"``)."""
+    return float(stored("kv_heads_quality.csv", column, method=method)[0])
+
+
+def latent(rank: int, column: str = "excess") -> np.ndarray:
+    """Multi-head latent attention of rank ``rank`` on chapter 8's task (bench/latent_quality.py), one value per
+    seed."""
+    return stored("latent_quality.csv", column, rank=rank)
+
+
+def equal_parameters(kv_heads: int, column: str = "excess") -> np.ndarray:
+    """GQA with its freed parameters in wider feed-forward layers (bench/kv_heads_equal_parameters.py), one value
+    per seed."""
+    return stored("kv_heads_equal_parameters.csv", column, kv_heads=kv_heads)
+
+
+def uptraining(method: str, kv_heads: int, step: int) -> np.ndarray:
+    """Held-out excess over the optimum after ``step`` steps (bench/kv_heads_uptraining.py), one value per seed;
+    ``method`` is ``"uptrained"`` (step 0: mean-pooled, not yet trained) or ``"from_scratch"``."""
+    return stored("kv_heads_uptraining_grid.csv", "excess", method=method, kv_heads=kv_heads, step=step)
+
+
+def recall(kv_heads: int, column: str = "accuracy") -> np.ndarray:
+    """The recall task's held-out accuracy (or ``column="loss"``) on the recalled values with ``kv_heads``
+    key/value heads (bench/kv_heads_recall.py), one value per seed."""
+    return stored("kv_heads_recall.csv", column, method="trained", kv_heads=kv_heads)
+
+
+def recall_baseline(method: str, column: str = "loss") -> float:
+    """A baseline of the recall task: ``"no_context"``, ``"uniform_over_values"`` or ``"bag_of_values"``."""
+    return float(stored("kv_heads_recall.csv", column, method=method)[0])
+
+
+def recall_curve(kv_heads: int) -> np.ndarray:
+    """The recall runs' training loss on the recalled values (new data every batch, so held out), mean per block of
+    :attr:`Settings.recall_curve_block` steps: ``(seeds, blocks)``."""
+    return np.stack([stored("kv_heads_recall_curves.csv", "loss", kv_heads=kv_heads, seed=s) for s in SETTINGS.seeds])
+
+
+def decoding(method: str, column: str = "ms_per_token", *, context: int | None = None) -> float:
+    """bench/kv_decoding.py: the decode time per token (ms) of ``method`` at ``context`` tokens, or another column
+    (``"cache_bytes_per_token"``, the same at every context)."""
+    where = {} if context is None else {"context": context}
+    return float(stored("kv_decoding.csv", column, method=method, **where)[0])
+
+
+def run_summary(meta: dict) -> dict:
+    """What a stored run's metadata says of where it ran: ``cpu``, ``cores``, ``date`` (YYYY-MM-DD), and ``low`` and
+    ``high``, the lowest and the highest 1-minute load average it records (before, after, and its samples' minimum
+    and maximum)."""
+    load = meta["load_average_1min"]
+    samples = [v for v in load.values() if isinstance(v, dict)]
+    values = [load["before"], load["after"]] + [s["min"] for s in samples] + [s["max"] for s in samples]
+    return dict(cpu=meta["machine"]["cpu_model"], cores=meta["machine"]["cores"], date=meta["date"][:10],
+                low=min(values), high=max(values))
+
+
 __all__ = ["Settings", "SETTINGS", "batches", "held_out", "gqa_position_model", "equal_parameter_width", "equal_parameter_model", "mla_position_model", "LOSS", "fit",
            "experiment_models", "experiment_train", "DECODING", "RECALL", "associative_recall", "recall_models", "recall_data",
-           "recall_train", "recall_eval"]
+           "recall_train", "recall_eval", "stored", "quality", "baseline", "latent",
+           "equal_parameters", "uptraining", "recall", "recall_baseline", "recall_curve", "decoding", "run_summary"]

@@ -29,9 +29,11 @@ import contextlib
 import csv
 import dataclasses
 import fcntl
+import functools
 import hashlib
 import json
 import pathlib
+import re
 import sys
 import tempfile
 import time
@@ -43,7 +45,7 @@ import numpy as np
 import optax
 
 from .. import corpus, induction, train
-from .store import RESULTS, RunInfo, source_folder, write_csv
+from .store import RESULTS, RunInfo, read_csv, source_folder, write_csv
 
 VARIANTS = ("plain", "curriculum")
 
@@ -288,8 +290,159 @@ def main(argv=None, program: str = "python -m attnbook.experiments.ch11") -> Non
     print("wrote", args.out / "induction_heads_training.csv", "and the other tables, checkpoints in", out_dir)
 
 
+# What the chapter reads from the stored tables and measures on the final checkpoints.
+
+RUNS = (("plain", 2), ("plain", 1), ("curriculum", 2), ("curriculum", 1))  # (variant, depth), as the chapter lists them
+
+
+def character_pairs(split) -> tuple[np.ndarray, np.ndarray]:
+    """The ``(previous, next)`` character pairs inside the files of a split (never the last character of one file
+    with the first of the next), as int64 ids: what a bigram model counts."""
+    inside = np.ones(split.ids.size - 1, bool)
+    inside[split.starts[1:-1] - 1] = False  # the last character of a file and the first of the next
+    return split.ids[:-1][inside].astype(np.int64), split.ids[1:][inside].astype(np.int64)
+
+
+@functools.cache
+def stored(name: str) -> tuple[dict[str, str], ...]:
+    """The rows of ``induction_heads_{name}.csv`` (``training``, ``scores``, ``composition``, ``per_position``)."""
+    return tuple(read_csv(f"induction_heads_{name}.csv"))
+
+
+def _rows(name: str, variant: str, depth: int, seed: int) -> list[dict[str, str]]:
+    return [r for r in stored(name) if (r["variant"], int(r["depth"]), int(r["seed"])) == (variant, depth, seed)]
+
+
+def stored_seeds() -> list[int]:
+    """The seeds of the stored runs."""
+    return sorted({int(r["seed"]) for r in stored("training")})
+
+
+def curve(variant: str, depth: int, field: str, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(steps, values)`` of one column of the stored training table for one run (its evaluated steps)."""
+    rows = [r for r in _rows("training", variant, depth, seed) if r[field] != ""]
+    return np.array([int(r["step"]) for r in rows]), np.array([float(r[field]) for r in rows])
+
+
+def value_at(variant: str, depth: int, field: str, seed: int, step: int) -> float:
+    """One column of the stored training table at one step of one run."""
+    steps, values = curve(variant, depth, field, seed)
+    return values[list(steps).index(step)]
+
+
+def head_scores(variant: str, depth: int, field: str, seed: int, heads: int = SETTINGS.heads):
+    """``(steps, scores (steps, depth, heads))``: one stored score (``induction``, ``previous_token``) of every head
+    of one run."""
+    rows = _rows("scores", variant, depth, seed)
+    steps = sorted({int(r["step"]) for r in rows})
+    out = np.zeros((len(steps), depth, heads))
+    for r in rows:
+        out[steps.index(int(r["step"])), int(r["layer"]), int(r["head"])] = float(r[field])
+    return np.array(steps), out
+
+
+def best(variant: str, depth: int, field: str, seed: int, layer: int | None = None):
+    """``(steps, the highest score of any head (of one layer) at each step)`` of one run."""
+    steps, v = head_scores(variant, depth, field, seed)
+    return steps, (v if layer is None else v[:, layer:layer + 1]).max(axis=(1, 2))
+
+
+def first_step(variant: str, depth: int, seed: int, above: float) -> int | None:
+    """The first evaluated step at which some head's stored induction score exceeds ``above`` (None: never)."""
+    steps, v = best(variant, depth, "induction", seed)
+    return next((int(t) for t, x in zip(steps, v) if x > above), None)
+
+
+def position_losses(variant: str, depth: int, seed: int, step: int = SETTINGS.steps) -> np.ndarray:
+    """The stored held-out loss at each position ``(T,)`` of one run's checkpoint."""
+    return np.array([float(r["loss"]) for r in _rows("per_position", variant, depth, seed) if int(r["step"]) == step])
+
+
+def loss_per_position(logits, tokens) -> np.ndarray:
+    """The loss (nats) at each position ``t``, predicting ``tokens[:, t + 1]``, averaged over the sequences."""
+    return np.asarray(train.cross_entropy(logits[:, :-1], tokens[:, 1:]).mean(axis=0))
+
+
+def measure_heads(model, held, repeated, code, ablated, parts=("held", "random", "code"),
+                  period: int = SETTINGS.repeated_period) -> dict:
+    """Of the ``parts`` asked for, with the heads ``ablated`` (boolean ``(depth, heads)``) zero-ablated: the held-out
+    loss and every head's previous-token score (``"held"``: keys ``held``, ``previous``), every head's induction
+    score on the random repeats (``"random"``: ``induction``), and on the repeated code the loss per position, every
+    head's induction score and the gain, the first copy's mean loss minus the second's (``"code"``: ``code``,
+    ``code_induction``, ``gain``). Every input is ``(N, 2 * period)``: one compiled program serves them all."""
+    zeros = np.zeros((*ablated.shape, model.head_dim), np.float32)
+    first, second = slice(0, period - 1), slice(period, 2 * period - 1)  # predictions inside each copy
+    out = {}
+    if "held" in parts:
+        logits, w, _ = induction.forward(model, held[:, :-1], ablated, zeros)
+        out["held"] = float(loss_per_position(np.concatenate([logits, logits[:, :1]], 1), held).mean())
+        out["previous"] = np.asarray(induction.previous_token_score(w).mean(axis=0))
+    if "random" in parts:
+        _, w, _ = induction.forward(model, repeated, ablated, zeros)
+        out["induction"] = np.asarray(induction.induction_score(w, period).mean(axis=0))
+    if "code" in parts:
+        logits, w, _ = induction.forward(model, code, ablated, zeros)
+        out["code"] = loss_per_position(logits, code)
+        out["code_induction"] = np.asarray(induction.induction_score(w, period).mean(axis=0))
+        out["gain"] = out["code"][first].mean() - out["code"][second].mean()  # what the second copy saves
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class Identifiers:
+    """Repeated identifiers of a text: each name of ``min_length`` or more characters that occurs again 10 to 109
+    characters later, seen in the ``context``-character window that starts 8 characters before its first
+    occurrence (the first ``count`` of them). ``found``: ``(name, first, again)`` character offsets; ``windows``:
+    token ids ``(count, context)``; ``distance``: ``again - first``."""
+
+    found: tuple[tuple[str, int, int], ...]
+    windows: np.ndarray
+    distance: np.ndarray
+
+    @classmethod
+    def of(cls, split, context: int = SETTINGS.context, count: int = 256, min_length: int = 8) -> "Identifiers":
+        text = corpus.decode(split.ids)
+        found = []
+        for match in re.finditer(rf"\b[A-Za-z_][A-Za-z0-9_]{{{min_length - 1},}}\b", text):
+            name, at = match.group(), match.start()
+            again = text.find(name, at + 10, at + 110)
+            if again > 0 and at >= 8 and again - at + 8 + len(name) < context:
+                found.append((name, at, again))
+            if len(found) == count:
+                break
+        windows = np.stack([split.ids[at - 8:at - 8 + context] for _, at, _ in found]).astype(np.int32)
+        return cls(tuple(found), windows, np.array([again - at for _, at, again in found]))
+
+    def queries(self, i: int) -> np.ndarray:
+        """The positions of identifier ``i``'s second occurrence, after its first character, in its window."""
+        name, at, again = self.found[i]
+        return np.arange(again - at + 9, again - at + 8 + len(name))
+
+    def induction_targets(self, i: int) -> np.ndarray:
+        """For each query of identifier ``i``: the character after the same one in the first occurrence."""
+        return self.queries(i) - self.distance[i] + 1
+
+    def weights(self, model, batch: int = 64) -> np.ndarray:
+        """Every head's attention weights on the windows ``(count, depth, heads, T, T)``, in batches of ``batch``."""
+        none = np.zeros((model.depth, model.heads), bool)
+        zeros = np.zeros((model.depth, model.heads, model.head_dim), np.float32)
+        return np.concatenate([np.asarray(induction.forward(model, self.windows[i:i + batch], none, zeros)[1])
+                               for i in range(0, len(self.found), batch)])
+
+    def hit_rate(self, weights, layer: int, head: int, target: str = "induction") -> np.ndarray:
+        """Per identifier, the share of its queries whose largest weight in head ``(layer, head)`` is on their
+        ``"induction"`` target or on the ``"previous"`` character."""
+        if target not in ("induction", "previous"):
+            raise ValueError(f"target must be 'induction' or 'previous', got {target!r}")
+        return np.array([(weights[i, layer, head, self.queries(i)].argmax(axis=1)
+                          == (self.induction_targets(i) if target == "induction" else self.queries(i) - 1)).mean()
+                         for i in range(len(self.found))])
+
+
 __all__ = ["VARIANTS", "Settings", "SETTINGS", "make_model", "checkpoint", "load_model", "optimizer", "batch",
-           "eval_sets", "repeated_code", "make_step", "copy_losses", "measure", "run", "merge_csv", "main"]
+           "eval_sets", "repeated_code", "make_step", "copy_losses", "measure", "run", "merge_csv", "main",
+           "RUNS", "character_pairs", "stored", "stored_seeds", "curve", "value_at", "head_scores", "best", "first_step",
+           "position_losses", "loss_per_position", "measure_heads", "Identifiers"]
 
 
 if __name__ == "__main__":

@@ -66,10 +66,11 @@ statements = []
 for cell, source in enumerate(sources):
     for node in ast.parse(source).body:
         statements.append((cell, ast.get_source_segment(source, node, padded=True).lstrip(), defines(node)))
-# The set-up cell: the one that names the results folder, or else the one that imports attnbook.experiments.
+# The set-up cell: the one that names the results folder, or else the one that imports attnbook.experiments
+# (``from attnbook import experiments`` or a chapter's home, ``from attnbook.experiments import ch11``).
 setup = next(c for c, s, _ in statements
-             if s.startswith("RESULTS =") or (s.startswith(("from attnbook import", "import attnbook"))
-                                              and "experiments" in s))
+             if s.startswith("RESULTS =") or (s.startswith(("from attnbook import", "from attnbook.experiments import",
+                                                            "import attnbook")) and "experiments" in s))
 ns, done, began = {"__name__": "__main__"}, set(), time.time()
 
 

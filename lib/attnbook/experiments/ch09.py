@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import pathlib
 import time
@@ -539,10 +540,42 @@ def main(argv=None, command: str | None = None) -> None:
     return run_long_context(args.out, command or "python bench/long_context.py")
 
 
+# ---------------------------------------------------------------------------------------------
+# Reading the stored results (attnbook/experiments/results/, written by bench/rope_scaling.py and bench/long_context.py)
+
+@functools.cache
+def _rows(name: str) -> tuple[dict, ...]:
+    return tuple(read_csv(name))
+
+
+def _column(name: str, column: str, **where) -> np.ndarray:
+    chosen = [float(r[column]) for r in _rows(name) if all(r[k] == str(v) for k, v in where.items())]
+    if not chosen:
+        raise KeyError(f"no row of {name} has {where}")
+    return np.array(chosen)
+
+
+def no_finetune(method: str, length: int) -> np.ndarray:
+    """Excess over the optimum beyond L at ``length`` of a method read without fine-tuning (bench/rope_scaling.py),
+    one value per seed, seed 0 first."""
+    return _column("rope_scaling.csv", "excess_beyond_L", method=method, eval_length=length)
+
+
+def optimum_beyond_L(length: int) -> float:
+    """The optimum's loss beyond L at ``length`` (nats per token), from rope_scaling.csv."""
+    return float(_column("rope_scaling.csv", "loss_beyond_L", method="optimum", eval_length=length)[0])
+
+
+def seeds_below(a: str, b: str, length: int) -> int:
+    """On how many seeds (of 5, paired by seed) ``a``'s excess beyond L at ``length`` is below ``b``'s
+    (rope_scaling_comparisons.csv)."""
+    return int(_column("rope_scaling_comparisons.csv", "seeds_below", method=a, below=b, eval_length=length)[0])
+
+
 __all__ = ["Settings", "SETTINGS", "YaRNWithoutTemperature", "scalings", "angle_ranges", "chapter8_stored",
            "rope_scaling_settings", "run_rope_scaling", "methods", "evaluate", "key_mass", "long_data",
            "stacked_data", "pretrain", "fine_tune_rows", "long_context_settings", "followup_settings", "run_followup",
-           "run_long_context", "main"]
+           "run_long_context", "main", "no_finetune", "optimum_beyond_L", "seeds_below"]
 
 
 if __name__ == "__main__":

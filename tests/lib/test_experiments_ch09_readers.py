@@ -35,3 +35,33 @@ def test_a_selection_that_matches_nothing_is_an_error():
         ch09.no_finetune("no_such_method", 128)
     with pytest.raises(KeyError):
         ch09.seeds_below("yarn", "rope", 7)
+
+
+def test_finetune_readers_agree_with_the_tables_read_by_hand():
+    s = ch09.SETTINGS
+    for name, rate in [("long_context_finetune.csv", None), ("long_context_finetune_lr.csv", s.finetune_second_learning_rate)]:
+        rows = by_hand(name)
+        for method in ["rope", "pi", "ntk", "yarn"]:
+            for n in s.finetune_steps:
+                for column in ["excess_beyond_L", "excess_first_L"]:
+                    expected = [float(r[column]) for r in rows if r["method"] == method and r["steps_at_4L"] == str(n)]
+                    assert len(expected) == len(s.seeds)
+                    np.testing.assert_array_equal(ch09.finetune(method, n, column, learning_rate=rate), expected)
+            first = next((n for n in s.finetune_steps
+                          if max(float(r["excess_beyond_L"]) for r in rows
+                                 if r["method"] == method and r["steps_at_4L"] == str(n)) < 0.1), None)
+            assert ch09.first_below(method, 0.1, learning_rate=rate) == first
+    rows = by_hand("long_context_finetune.csv")
+    pretraining = ch09.ch08.SETTINGS.steps
+    expected = [float(r["excess_beyond_L"]) for r in rows
+                if r["method"] == "scratch" and r["steps_at_4L"] == str(pretraining + 10)]
+    np.testing.assert_array_equal(ch09.scratch(10), expected)
+    assert ch09.finetune_baseline() == next(float(r["excess_beyond_L"]) for r in rows if r["method"] == "current_token")
+    assert ch09.first_below("rope", -1.0) is None
+    with pytest.raises(ValueError):
+        ch09.finetune("rope", 10, learning_rate=0.5)
+
+
+def test_load_range_reads_every_recorded_load():
+    meta = {"load_average_1min": {"before": 3.0, "after": 5.0, "after_each_part": {"min": 2.5, "max": 7.5}}}
+    assert ch09.load_range(meta) == (2.5, 7.5)

@@ -572,10 +572,50 @@ def seeds_below(a: str, b: str, length: int) -> int:
     return int(_column("rope_scaling_comparisons.csv", "seeds_below", method=a, below=b, eval_length=length)[0])
 
 
+def finetune(method: str, steps: int, column: str = "excess_beyond_L", *, learning_rate: float | None = None
+             ) -> np.ndarray:
+    """Fine-tuning at 4L (bench/long_context.py): ``column`` after ``steps`` steps, one value per seed, by default the
+    excess over the optimum beyond L. ``learning_rate``: None or ``SETTINGS.finetune_learning_rate`` for the first
+    run, ``SETTINGS.finetune_second_learning_rate`` for the second (long_context_finetune_lr.csv)."""
+    if learning_rate in (None, SETTINGS.finetune_learning_rate):
+        name = "long_context_finetune.csv"
+    elif learning_rate == SETTINGS.finetune_second_learning_rate:
+        name = "long_context_finetune_lr.csv"
+    else:
+        raise ValueError(f"the stored runs used learning rates {SETTINGS.finetune_learning_rate} and "
+                         f"{SETTINGS.finetune_second_learning_rate}, got {learning_rate}")
+    return _column(name, column, method=method, steps_at_4L=steps)
+
+
+def scratch(steps: int) -> np.ndarray:
+    """RoPE trained at 4L from scratch, after as many tokens as pretraining plus ``steps`` fine-tuning steps: its
+    excess beyond L at 4L, one value per seed."""
+    return finetune("scratch", ch08.SETTINGS.steps + steps)
+
+
+def finetune_baseline(method: str = "current_token") -> float:
+    """A baseline's excess beyond L at 4L in long_context_finetune.csv (``"current_token"``)."""
+    return float(_column("long_context_finetune.csv", "excess_beyond_L", method=method)[0])
+
+
+def first_below(method: str, level: float, *, learning_rate: float | None = None) -> int | None:
+    """The first fine-tuning checkpoint at which every seed's excess beyond L at 4L is below ``level``, or None."""
+    return next((n for n in SETTINGS.finetune_steps
+                 if finetune(method, n, learning_rate=learning_rate).max() < level), None)
+
+
+def load_range(meta: dict) -> tuple[float, float]:
+    """The lowest and the highest 1-minute load average a stored run's metadata records (before, after, and the
+    minimum and maximum of its parts)."""
+    load = meta["load_average_1min"]
+    parts = load["after_each_part"]
+    return min(load["before"], load["after"], parts["min"]), max(load["before"], load["after"], parts["max"])
+
+
 __all__ = ["Settings", "SETTINGS", "YaRNWithoutTemperature", "scalings", "angle_ranges", "chapter8_stored",
            "rope_scaling_settings", "run_rope_scaling", "methods", "evaluate", "key_mass", "long_data",
            "stacked_data", "pretrain", "fine_tune_rows", "long_context_settings", "followup_settings", "run_followup",
-           "run_long_context", "main", "no_finetune", "optimum_beyond_L", "seeds_below"]
+           "run_long_context", "main", "no_finetune", "finetune", "scratch", "finetune_baseline", "first_below", "load_range", "optimum_beyond_L", "seeds_below"]
 
 
 if __name__ == "__main__":

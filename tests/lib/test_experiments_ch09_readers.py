@@ -65,3 +65,16 @@ def test_finetune_readers_agree_with_the_tables_read_by_hand():
 def test_load_range_reads_every_recorded_load():
     meta = {"load_average_1min": {"before": 3.0, "after": 5.0, "after_each_part": {"min": 2.5, "max": 7.5}}}
     assert ch09.load_range(meta) == (2.5, 7.5)
+
+
+def test_window_readers_agree_with_the_table_read_by_hand():
+    rows = by_hand("long_context_window.csv")
+    for encoding in ["rope", "alibi"]:
+        for w in ch09.SETTINGS.windows:
+            chosen = [r for r in rows if r["encoding"] == encoding and r["window"] == str(w)]
+            assert len(chosen) == len(ch09.SETTINGS.seeds)
+            np.testing.assert_array_equal(ch09.window(encoding, w), [float(r["excess_beyond_L"]) for r in chosen])
+            np.testing.assert_array_equal(ch09.window(encoding, w, "excess_first_L"),
+                                          [float(r["excess_first_L"]) for r in chosen])
+            assert ch09.keys_per_query(w) == float(chosen[0]["keys_per_query"])
+    assert ch09.window_baseline() == next(float(r["excess_beyond_L"]) for r in rows if r["encoding"] == "current_token")

@@ -612,10 +612,26 @@ def load_range(meta: dict) -> tuple[float, float]:
     return min(load["before"], load["after"], parts["min"]), max(load["before"], load["after"], parts["max"])
 
 
+def window(encoding: str, w: int, column: str = "excess_beyond_L") -> np.ndarray:
+    """A model read at 8L with a sliding window of ``w`` keys (``w = 8L``: full attention), long_context_window.csv:
+    ``column`` of each seed, by default the excess over the optimum beyond L."""
+    return _column("long_context_window.csv", column, encoding=encoding, window=w)
+
+
+def window_baseline(encoding: str = "current_token") -> float:
+    """A baseline's excess beyond L at 8L in long_context_window.csv (``"current_token"``)."""
+    return float(_column("long_context_window.csv", "excess_beyond_L", encoding=encoding)[0])
+
+
+def keys_per_query(w: int) -> float:
+    """The keys each query reads at 8L with a window of ``w`` keys, mean over the queries."""
+    return float(_column("long_context_window.csv", "keys_per_query", window=w)[0])
+
+
 __all__ = ["Settings", "SETTINGS", "YaRNWithoutTemperature", "scalings", "angle_ranges", "chapter8_stored",
            "rope_scaling_settings", "run_rope_scaling", "methods", "evaluate", "key_mass", "long_data",
            "stacked_data", "pretrain", "fine_tune_rows", "long_context_settings", "followup_settings", "run_followup",
-           "run_long_context", "main", "no_finetune", "finetune", "scratch", "finetune_baseline", "first_below", "load_range", "optimum_beyond_L", "seeds_below"]
+           "run_long_context", "main", "window", "window_baseline", "keys_per_query", "no_finetune", "finetune", "scratch", "finetune_baseline", "first_below", "load_range", "optimum_beyond_L", "seeds_below"]
 
 
 if __name__ == "__main__":

@@ -78,3 +78,23 @@ def test_window_readers_agree_with_the_table_read_by_hand():
                                           [float(r["excess_first_L"]) for r in chosen])
             assert ch09.keys_per_query(w) == float(chosen[0]["keys_per_query"])
     assert ch09.window_baseline() == next(float(r["excess_beyond_L"]) for r in rows if r["encoding"] == "current_token")
+
+
+def test_sink_readers_agree_with_the_tables_read_by_hand():
+    mass = by_hand("long_context_sink_mass.csv")
+    heads = by_hand("long_context_sink_heads.csv")
+    L = ch09.ch08.SETTINGS.train_length
+    for encoding in ["rope", "alibi", "rope_bos"]:
+        chosen = [r for r in mass if r["encoding"] == encoding and r["block"] == "1"]
+        curve = ch09.sink_curve(encoding, 1)
+        at = [float(r["mass_on_key_0"]) for r in chosen if r["position"] == "40"]
+        assert len(at) == len(ch09.SETTINGS.seeds) and curve[40] == pytest.approx(np.mean(at), abs=1e-12)
+        v = ch09.head_mass(encoding, 4)
+        one = next(r for r in heads if (r["encoding"], r["seed"], r["block"], r["head"], r["first_keys"])
+                   == (encoding, "2", "1", "3", "4"))
+        assert v[2, 1, 3] == float(one["mean_mass_queries_from_L"])
+        assert ch09.uniform_mass(encoding, 4) == float(one["uniform_mass_queries_from_L"])
+        ratios = [np.mean([float(r["mass_on_key_0"]) * (int(r["position"]) + 1) for r in mass
+                           if (r["encoding"], r["seed"], r["block"]) == (encoding, str(s), str(b))
+                           and 8 <= int(r["position"]) < L]) for s in ch09.SETTINGS.seeds for b in (0, 1)]
+        assert ch09.inside_ratio(encoding) == pytest.approx(max(ratios), rel=1e-12)

@@ -628,10 +628,51 @@ def keys_per_query(w: int) -> float:
     return float(_column("long_context_window.csv", "keys_per_query", window=w)[0])
 
 
+def sink_curve(encoding: str, block: int) -> np.ndarray:
+    """Attention weight on key 0 per query position at 8L, mean over heads and seeds (long_context_sink_mass.csv)."""
+    rows = [r for r in _rows("long_context_sink_mass.csv") if r["encoding"] == encoding and r["block"] == str(block)]
+    if not rows:
+        raise KeyError(f"long_context_sink_mass.csv has no rows for {encoding!r}, block {block}")
+    out = np.zeros(1 + max(int(r["position"]) for r in rows))
+    for r in rows:
+        out[int(r["position"])] += float(r["mass_on_key_0"])
+    return out / len({r["seed"] for r in rows})
+
+
+def head_mass(encoding: str, first: int = 1) -> np.ndarray:
+    """Mean weight of the queries i >= L on the first ``first`` keys at 8L, per seed, block and head:
+    ``(seeds, blocks, heads)`` (long_context_sink_heads.csv)."""
+    rows = [r for r in _rows("long_context_sink_heads.csv")
+            if r["encoding"] == encoding and r["first_keys"] == str(first)]
+    if not rows:
+        raise KeyError(f"long_context_sink_heads.csv has no rows for {encoding!r}, first_keys {first}")
+    v = np.array([float(r["mean_mass_queries_from_L"]) for r in rows])
+    return v.reshape(len({r["seed"] for r in rows}), -1, len({r["head"] for r in rows}))
+
+
+def uniform_mass(encoding: str, first: int = 1) -> float:
+    """The same weight under uniform attention over the visible keys (long_context_sink_heads.csv)."""
+    return float(_column("long_context_sink_heads.csv", "uniform_mass_queries_from_L", encoding=encoding,
+                         first_keys=first)[0])
+
+
+def inside_ratio(encoding: str, first: int = 8) -> float:
+    """Inside L: the largest, over seeds and blocks, of the mean over queries ``first <= i < L`` of the weight on key
+    0 over uniform attention's 1/(i + 1) (long_context_sink_mass.csv)."""
+    per: dict = {}
+    for r in _rows("long_context_sink_mass.csv"):
+        i = int(r["position"])
+        if r["encoding"] == encoding and first <= i < ch08.SETTINGS.train_length:
+            per.setdefault((r["seed"], r["block"]), []).append(float(r["mass_on_key_0"]) * (i + 1))
+    if not per:
+        raise KeyError(f"long_context_sink_mass.csv has no rows for {encoding!r}")
+    return max(float(np.mean(v)) for v in per.values())
+
+
 __all__ = ["Settings", "SETTINGS", "YaRNWithoutTemperature", "scalings", "angle_ranges", "chapter8_stored",
            "rope_scaling_settings", "run_rope_scaling", "methods", "evaluate", "key_mass", "long_data",
            "stacked_data", "pretrain", "fine_tune_rows", "long_context_settings", "followup_settings", "run_followup",
-           "run_long_context", "main", "window", "window_baseline", "keys_per_query", "no_finetune", "finetune", "scratch", "finetune_baseline", "first_below", "load_range", "optimum_beyond_L", "seeds_below"]
+           "run_long_context", "main", "sink_curve", "head_mass", "uniform_mass", "inside_ratio", "window", "window_baseline", "keys_per_query", "no_finetune", "finetune", "scratch", "finetune_baseline", "first_below", "load_range", "optimum_beyond_L", "seeds_below"]
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import pathlib
 import time
@@ -539,10 +540,139 @@ def main(argv=None, command: str | None = None) -> None:
     return run_long_context(args.out, command or "python bench/long_context.py")
 
 
+# ---------------------------------------------------------------------------------------------
+# Reading the stored results (attnbook/experiments/results/, written by bench/rope_scaling.py and bench/long_context.py)
+
+@functools.cache
+def _rows(name: str) -> tuple[dict, ...]:
+    return tuple(read_csv(name))
+
+
+def _column(name: str, column: str, **where) -> np.ndarray:
+    chosen = [float(r[column]) for r in _rows(name) if all(r[k] == str(v) for k, v in where.items())]
+    if not chosen:
+        raise KeyError(f"no row of {name} has {where}")
+    return np.array(chosen)
+
+
+def no_finetune(method: str, length: int) -> np.ndarray:
+    """Excess over the optimum beyond L at ``length`` of a method read without fine-tuning (bench/rope_scaling.py),
+    one value per seed, seed 0 first."""
+    return _column("rope_scaling.csv", "excess_beyond_L", method=method, eval_length=length)
+
+
+def optimum_beyond_L(length: int) -> float:
+    """The optimum's loss beyond L at ``length`` (nats per token), from rope_scaling.csv."""
+    return float(_column("rope_scaling.csv", "loss_beyond_L", method="optimum", eval_length=length)[0])
+
+
+def seeds_below(a: str, b: str, length: int) -> int:
+    """On how many seeds (of 5, paired by seed) ``a``'s excess beyond L at ``length`` is below ``b``'s
+    (rope_scaling_comparisons.csv)."""
+    return int(_column("rope_scaling_comparisons.csv", "seeds_below", method=a, below=b, eval_length=length)[0])
+
+
+def finetune(method: str, steps: int, column: str = "excess_beyond_L", *, learning_rate: float | None = None
+             ) -> np.ndarray:
+    """Fine-tuning at 4L (bench/long_context.py): ``column`` after ``steps`` steps, one value per seed, by default the
+    excess over the optimum beyond L. ``learning_rate``: None or ``SETTINGS.finetune_learning_rate`` for the first
+    run, ``SETTINGS.finetune_second_learning_rate`` for the second (long_context_finetune_lr.csv)."""
+    if learning_rate in (None, SETTINGS.finetune_learning_rate):
+        name = "long_context_finetune.csv"
+    elif learning_rate == SETTINGS.finetune_second_learning_rate:
+        name = "long_context_finetune_lr.csv"
+    else:
+        raise ValueError(f"the stored runs used learning rates {SETTINGS.finetune_learning_rate} and "
+                         f"{SETTINGS.finetune_second_learning_rate}, got {learning_rate}")
+    return _column(name, column, method=method, steps_at_4L=steps)
+
+
+def scratch(steps: int) -> np.ndarray:
+    """RoPE trained at 4L from scratch, after as many tokens as pretraining plus ``steps`` fine-tuning steps: its
+    excess beyond L at 4L, one value per seed."""
+    return finetune("scratch", ch08.SETTINGS.steps + steps)
+
+
+def finetune_baseline(method: str = "current_token") -> float:
+    """A baseline's excess beyond L at 4L in long_context_finetune.csv (``"current_token"``)."""
+    return float(_column("long_context_finetune.csv", "excess_beyond_L", method=method)[0])
+
+
+def first_below(method: str, level: float, *, learning_rate: float | None = None) -> int | None:
+    """The first fine-tuning checkpoint at which every seed's excess beyond L at 4L is below ``level``, or None."""
+    return next((n for n in SETTINGS.finetune_steps
+                 if finetune(method, n, learning_rate=learning_rate).max() < level), None)
+
+
+def load_range(meta: dict) -> tuple[float, float]:
+    """The lowest and the highest 1-minute load average a stored run's metadata records (before, after, and the
+    minimum and maximum of its parts)."""
+    load = meta["load_average_1min"]
+    parts = load["after_each_part"]
+    return min(load["before"], load["after"], parts["min"]), max(load["before"], load["after"], parts["max"])
+
+
+def window(encoding: str, w: int, column: str = "excess_beyond_L") -> np.ndarray:
+    """A model read at 8L with a sliding window of ``w`` keys (``w = 8L``: full attention), long_context_window.csv:
+    ``column`` of each seed, by default the excess over the optimum beyond L."""
+    return _column("long_context_window.csv", column, encoding=encoding, window=w)
+
+
+def window_baseline(encoding: str = "current_token") -> float:
+    """A baseline's excess beyond L at 8L in long_context_window.csv (``"current_token"``)."""
+    return float(_column("long_context_window.csv", "excess_beyond_L", encoding=encoding)[0])
+
+
+def keys_per_query(w: int) -> float:
+    """The keys each query reads at 8L with a window of ``w`` keys, mean over the queries."""
+    return float(_column("long_context_window.csv", "keys_per_query", window=w)[0])
+
+
+def sink_curve(encoding: str, block: int) -> np.ndarray:
+    """Attention weight on key 0 per query position at 8L, mean over heads and seeds (long_context_sink_mass.csv)."""
+    rows = [r for r in _rows("long_context_sink_mass.csv") if r["encoding"] == encoding and r["block"] == str(block)]
+    if not rows:
+        raise KeyError(f"long_context_sink_mass.csv has no rows for {encoding!r}, block {block}")
+    out = np.zeros(1 + max(int(r["position"]) for r in rows))
+    for r in rows:
+        out[int(r["position"])] += float(r["mass_on_key_0"])
+    return out / len({r["seed"] for r in rows})
+
+
+def head_mass(encoding: str, first: int = 1) -> np.ndarray:
+    """Mean weight of the queries i >= L on the first ``first`` keys at 8L, per seed, block and head:
+    ``(seeds, blocks, heads)`` (long_context_sink_heads.csv)."""
+    rows = [r for r in _rows("long_context_sink_heads.csv")
+            if r["encoding"] == encoding and r["first_keys"] == str(first)]
+    if not rows:
+        raise KeyError(f"long_context_sink_heads.csv has no rows for {encoding!r}, first_keys {first}")
+    v = np.array([float(r["mean_mass_queries_from_L"]) for r in rows])
+    return v.reshape(len({r["seed"] for r in rows}), -1, len({r["head"] for r in rows}))
+
+
+def uniform_mass(encoding: str, first: int = 1) -> float:
+    """The same weight under uniform attention over the visible keys (long_context_sink_heads.csv)."""
+    return float(_column("long_context_sink_heads.csv", "uniform_mass_queries_from_L", encoding=encoding,
+                         first_keys=first)[0])
+
+
+def inside_ratio(encoding: str, first: int = 8) -> float:
+    """Inside L: the largest, over seeds and blocks, of the mean over queries ``first <= i < L`` of the weight on key
+    0 over uniform attention's 1/(i + 1) (long_context_sink_mass.csv)."""
+    per: dict = {}
+    for r in _rows("long_context_sink_mass.csv"):
+        i = int(r["position"])
+        if r["encoding"] == encoding and first <= i < ch08.SETTINGS.train_length:
+            per.setdefault((r["seed"], r["block"]), []).append(float(r["mass_on_key_0"]) * (i + 1))
+    if not per:
+        raise KeyError(f"long_context_sink_mass.csv has no rows for {encoding!r}")
+    return max(float(np.mean(v)) for v in per.values())
+
+
 __all__ = ["Settings", "SETTINGS", "YaRNWithoutTemperature", "scalings", "angle_ranges", "chapter8_stored",
            "rope_scaling_settings", "run_rope_scaling", "methods", "evaluate", "key_mass", "long_data",
            "stacked_data", "pretrain", "fine_tune_rows", "long_context_settings", "followup_settings", "run_followup",
-           "run_long_context", "main"]
+           "run_long_context", "main", "sink_curve", "head_mass", "uniform_mass", "inside_ratio", "window", "window_baseline", "keys_per_query", "no_finetune", "finetune", "scratch", "finetune_baseline", "first_below", "load_range", "optimum_beyond_L", "seeds_below"]
 
 
 if __name__ == "__main__":

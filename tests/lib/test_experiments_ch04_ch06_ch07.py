@@ -162,6 +162,8 @@ def test_chapter6_readers_series_fits_and_crossovers():
     extrapolated, measured = ch06.time_at(rows, "attention", "forward", 8192)
     assert not measured and extrapolated == pytest.approx(8192.0**2)
     assert ch06.time_at(rows, "attention", "forward", 1024) == (1024.0**2, True)
+    assert ch06.time_at(rows, "attention", "forward", 8192, exponent=2) == (2048.0**2 * 16, False)  # from T = 2048
+    assert ch06.time_at(rows, "attention", "forward", 2048, exponent=3) == (2048.0**2, True)  # measured: as stored
     assert ch06.better_from(rows, "aft-simple", "forward", "seconds") == (1024, 2048)
     assert ch06.better_from(rows, "aft-simple", "forward", "temp_bytes") == (4096, 4096)  # 5 < 30, not 20 < 20
 
@@ -188,3 +190,52 @@ def test_chapter6_same_function_tells_outputs_and_gradients_apart():
     # the same outputs but other gradients: stop_gradient through the values
     import jax
     assert ch06.same_function(lambda q, k, v: full(q, k, jax.lax.stop_gradient(v)), full, q, k, v) == (True, False)
+
+
+def test_chapter6_tile_flops_count_the_tiles_flash_attention_computes():
+    from attnbook import cost
+
+    for t in (1024, 2048, 4096):
+        for backward in (False, True):
+            assert ch06.tile_flops(t, 64, 1024, False, backward) == cost.attention_flops(t, t, 64, backward=backward)
+    # causal, blocks of 1024: 1 of 1, 3 of 4 and 10 of 16 tiles at T = 1024, 2048 and 4096
+    for t, share in [(1024, 1.0), (2048, 3 / 4), (4096, 10 / 16)]:
+        assert ch06.tile_flops(t, 64, 1024, True, False) == share * cost.attention_flops(t, t, 64)
+        assert ch06.tile_flops(t, 64, 1024, True, True) == 3 * ch06.tile_flops(t, 64, 1024, True, False)
+    # blocks of one query and one key: exactly the causal pairs; a length that is no multiple of the block
+    assert ch06.tile_flops(1000, 64, 1, True, False) == cost.attention_flops(1000, 1000, 64, causal=True)
+    assert ch06.tile_flops(1000, 64, 96, False, False) == cost.attention_flops(1000, 1000, 64)
+
+
+def test_chapter6_stored_flash_benchmark_is_what_its_settings_say():
+    rows, meta = ch06.read_flash()
+    s = ch06.FLASH
+    assert meta["settings"] == s.to_dict()
+    assert meta["machine"]["xla_flags"] == s.xla_flags and meta["cores_allowed"] == [s.core]
+    assert {"before", "after"} <= set(meta["load_average_1min"]) and "jax" in meta["versions"]
+    assert list(dict.fromkeys(r["method"] for r in rows)) == list(ch06.FLASH_METHODS)
+    assert sorted({int(r["T"]) for r in rows}) == list(s.lengths)
+    assert {r["causal"] for r in rows} == {False, True} and {r["mode"] for r in rows} == set(ch06.MODES)
+    assert len(rows) == len(s.lengths) * 2 * len(ch06.MODES) * len(ch06.FLASH_METHODS)
+    for r in rows:
+        assert r["tile_flops"] == ch06.tile_flops(int(r["T"]), s.d, s.block, r["causal"], r["mode"] != "forward")
+        assert 0 < r["seconds_min"] <= r["seconds_median"] and r["cpu_seconds_min"] > 0 and r["rounds"] == s.rounds
+
+
+def test_chapter6_flash_table_rates_and_ratios():
+    rows = [{"method": m, "mode": "forward", "causal": c, "T": 1024.0, "tile_flops": 2e9 if c else 4e9,
+             "cpu_seconds_min": seconds * (0.5 if c else 1.0)}
+            for c in (False, True) for m, seconds in zip(ch06.FLASH_METHODS, (0.4, 0.8, 0.2, 0.1))]
+    table = ch06.flash_table(rows, "forward")
+    assert [row[:3] for row in table] == [(1024, False, 4.0), (1024, True, 2.0)]
+    assert table[0][3:] == pytest.approx((10.0, 5.0, 20.0, 40.0, 4.0, 8.0, 2.0))
+    assert table[1][3:] == pytest.approx((10.0, 5.0, 20.0, 40.0, 4.0, 8.0, 2.0))
+    assert ch06.flash_table(rows, "forward+backward") == []
+
+
+def test_chapter6_flash_worker_writes_what_the_reader_reads(tmp_path):
+    s = dataclasses.replace(ch06.FLASH, lengths=(64,), block=32, rounds=2)
+    ch06.flash_worker(tmp_path / "attention_cost_flash.csv", s)
+    rows, meta = ch06.read_flash(tmp_path)
+    assert meta["settings"] == s.to_dict() and len(rows) == 2 * len(ch06.MODES) * len(ch06.FLASH_METHODS)
+    assert len(ch06.flash_table(rows, "forward")) == 2

@@ -65,8 +65,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import aft, cost
-from ..attention import chunked_attention, scaled_dot_product_attention
-from .store import machine, source_folder, write_csv
+from ..attention import chunked_attention, flash_attention, flash_tiles, scaled_dot_product_attention
+from .store import RESULTS, RunInfo, machine, source_folder, write_csv
 
 MODES = ("forward", "forward+backward")
 
@@ -157,11 +157,16 @@ def power_fit(ts, values, fit_from: int = FIT_FROM):
     return float(slope), float(intercept), ts[keep]
 
 
-def time_at(rows, method: str, mode: str, t: int):
-    """(seconds, measured?) at length ``t``: the stored time, or else the value of the fitted power law there."""
+def time_at(rows, method: str, mode: str, t: int, exponent: float | None = None):
+    """(seconds, measured?) at length ``t``: the stored time, or else the value of the fitted power law there; with
+    ``exponent``, the time at the longest measured length scaled by ``(t / that length) ** exponent`` instead (2 for
+    attention, whose FLOPs grow as T²: the time at the FLOP rate reached at the longest measured length)."""
     ts, seconds = series(rows, method, mode, "seconds")
     if t in ts:
         return float(seconds[list(ts).index(t)]), True
+    if exponent is not None:
+        last = int(np.argmax(ts))
+        return float(seconds[last] * (t / ts[last]) ** exponent), False
     slope, intercept, _ = power_fit(ts, seconds)
     return float(2 ** (intercept + slope * np.log2(t))), False
 
@@ -403,6 +408,150 @@ def paired_comparison(s: Settings) -> list[dict]:
 
 
 # ---------------------------------------------------------------------------------------------
+# FlashAttention against chunked and full attention, on one core
+
+
+@dataclasses.dataclass(frozen=True)
+class FlashSettings:
+    """The sizes of chapter 6's FlashAttention benchmark (``attention_cost_flash.csv`` and ``.json``).
+
+    Four implementations of one head (``d`` features, float32): the library's full attention, jax.nn's, chunked
+    attention and FlashAttention (blocks of ``block`` queries and keys for both), forward and forward+backward,
+    causal and not, at each of ``lengths``. The run is pinned to one core (``taskset -c core``) with XLA
+    single-threaded (``xla_flags``), so that another job on a shared machine takes turns with it rather than
+    splitting its work; each program is run ``rounds`` times, the four methods interleaved (the order rotated every
+    round) so that a change of load falls on all four alike, and the best of the rounds is kept, in wall time and in
+    CPU time of the process (which a waiting process does not accumulate).
+    """
+
+    d: int = 64
+    block: int = 1024  # query and key blocks of chunked attention and FlashAttention (SETTINGS.chunk)
+    lengths: tuple[int, ...] = (1024, 2048, 4096)
+    rounds: int = 9
+    core: int = 1
+    xla_flags: str = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+
+    def to_dict(self) -> dict:
+        return {"d": self.d, "dtype": "float32", "block": self.block, "lengths": list(self.lengths),
+                "rounds": self.rounds, "core": self.core, "xla_flags": self.xla_flags,
+                "methods": list(FLASH_METHODS), "gradient": "of sum(out**2) with respect to q, k and v",
+                "timing": "compiled as by default, one warm-up run each, then `rounds` rounds of the four methods "
+                          "in rotated order; best (minimum) wall and CPU time of the rounds, and the median wall time"}
+
+
+FLASH = FlashSettings()
+FLASH_METHODS = ("attention", "jax.nn", "chunked", "flash")
+
+
+def flash_methods(causal: bool, s: FlashSettings = FLASH) -> dict:
+    """name -> f(q, k, v) of the benchmark, causal (query ``i`` sees keys ``j <= i``) or not."""
+    b = s.block
+
+    def full(q, k, v):
+        mask = jnp.tril(jnp.ones((q.shape[0], k.shape[0]), bool)) if causal else None
+        return scaled_dot_product_attention(q, k, v, mask)[0]
+
+    return {
+        "attention": full,
+        "jax.nn": lambda q, k, v: jax.nn.dot_product_attention(q[None, :, None], k[None, :, None], v[None, :, None],
+                                                               is_causal=causal)[0, :, 0],
+        "chunked": lambda q, k, v: chunked_attention(q, k, v, query_chunk=b, key_chunk=b, causal=causal),
+        "flash": lambda q, k, v: flash_attention(q, k, v, query_block=b, key_block=b, causal=causal),
+    }
+
+
+def tile_flops(t: int, d: int, block: int, causal: bool, backward: bool) -> int:
+    """FLOPs of one head's self-attention at length ``t`` counted over the tiles FlashAttention computes
+    (:func:`attnbook.attention.flash_tiles` with blocks of ``block``): each tile of ``bq`` queries and ``bk`` keys
+    costs ``2 bq bk (d + d)`` in the forward pass's two products and twice that in the backward pass's four. Without
+    ``causal`` this is :func:`attnbook.cost.attention_flops`; with it, the tiles on and below the diagonal only, the
+    work that causal block skipping leaves."""
+    forward_tiles, backward_tiles = flash_tiles(t, t, block, block, causal=causal)
+    b = min(block, t)
+    sizes = np.minimum(b, t - b * np.arange(forward_tiles.shape[0]))  # the last block may be shorter
+    pairs = lambda tiles: int((sizes[:, None] * sizes[None, :] * tiles).sum())  # noqa: E731
+    per_pair = 2 * 2 * d  # Q K^T and P V: two products of d per pair, two FLOPs per multiply-add
+    return per_pair * pairs(forward_tiles) + (2 * per_pair * pairs(backward_tiles) if backward else 0)
+
+
+def flash_worker(out: pathlib.Path, s: FlashSettings = FLASH) -> None:
+    """(Runs in a child process, pinned to one core with XLA single-threaded: :func:`run_flash`.) Time the four
+    methods and write ``out`` (CSV) and its ``.json``."""
+    info = RunInfo("taskset -c {core} python -m attnbook.experiments.ch06 --flash".format(core=s.core))
+    rows = []
+    for t in s.lengths:
+        arrays = make_inputs([(t, s.d)] * 3)
+        for causal in (False, True):
+            for mode in MODES:
+                programs = {name: cost.compiled(in_mode(f, mode), *arrays)
+                            for name, f in flash_methods(causal, s).items()}
+                for program in programs.values():
+                    jax.block_until_ready(program(*arrays))  # warm-up
+                wall = {name: [] for name in programs}
+                cpu = {name: [] for name in programs}
+                names = list(programs)
+                for i in range(s.rounds):
+                    for name in names[i % len(names):] + names[:i % len(names)]:  # rotated: each leads in turn
+                        start, start_cpu = time.perf_counter(), time.process_time()
+                        jax.block_until_ready(programs[name](*arrays))
+                        cpu[name].append(time.process_time() - start_cpu)
+                        wall[name].append(time.perf_counter() - start)
+                load = info.sample()
+                flops = tile_flops(t, s.d, s.block, causal, mode == "forward+backward")
+                for name in names:
+                    rows.append({"method": name, "mode": mode, "causal": causal, "T": t, "d": s.d, "block": s.block,
+                                 "tile_flops": flops, "seconds_min": min(wall[name]),
+                                 "seconds_median": float(np.median(wall[name])), "cpu_seconds_min": min(cpu[name]),
+                                 "rounds": s.rounds, "load_average": load})
+                    r = rows[-1]
+                    print(f"T={t:>5} {'causal' if causal else 'full':>6} {mode:>16} {name:>9}: best "
+                          f"{r['seconds_min'] * 1e3:8.1f} ms wall, {r['cpu_seconds_min'] * 1e3:8.1f} ms CPU, "
+                          f"{flops / r['cpu_seconds_min'] / 1e9:5.1f} GFLOP/s (load {load})", flush=True)
+    write_csv(out, rows)
+    meta = info.metadata(settings=s.to_dict(), cores_allowed=sorted(os.sched_getaffinity(0)),
+                         seconds=round(time.time() - info.start, 1))
+    out.with_suffix(".json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+
+
+def run_flash(out: pathlib.Path, s: FlashSettings = FLASH) -> None:
+    """:func:`flash_worker` in a fresh process, pinned to core ``s.core`` with ``XLA_FLAGS = s.xla_flags`` (set
+    before JAX starts: a running process cannot change either)."""
+    module = __spec__.name if __spec__ is not None else "attnbook.experiments.ch06"
+    env = dict(os.environ, XLA_FLAGS=s.xla_flags)
+    subprocess.run(["taskset", "-c", str(s.core), sys.executable, "-m", module, "--flash-worker", str(out)],
+                   check=True, env=env)
+
+
+def read_flash(folder=RESULTS) -> tuple[list[dict], dict]:
+    """The stored FlashAttention benchmark: (rows of ``attention_cost_flash.csv`` with numbers as floats and
+    ``causal`` as a bool, the JSON's metadata)."""
+    with (folder / "attention_cost_flash.csv").open("r", newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    for row in rows:
+        for key, value in row.items():
+            if key == "causal":
+                row[key] = {"True": True, "False": False}[value]
+            elif key not in ("method", "mode"):
+                row[key] = float(value)
+    meta = json.loads((folder / "attention_cost_flash.json").read_text(encoding="utf-8"))
+    return rows, meta
+
+
+def flash_table(rows, mode: str, time_field: str = "cpu_seconds_min") -> list[tuple]:
+    """One row per (T, causal) of one mode: (T, causal, GFLOPs counted over the tiles, then per method of
+    :data:`FLASH_METHODS` its GFLOP/s, then each method's time over FlashAttention's), from :func:`read_flash`'s
+    rows; ``time_field``: which stored time (best CPU time by default)."""
+    cell = {(int(r["T"]), r["causal"], r["method"]): r for r in rows if r["mode"] == mode}
+    table = []
+    for t, causal in dict.fromkeys((int(r["T"]), r["causal"]) for r in rows if r["mode"] == mode):
+        flops = cell[t, causal, "flash"]["tile_flops"]
+        seconds = {m: cell[t, causal, m][time_field] for m in FLASH_METHODS}
+        table.append((t, causal, flops / 1e9, *(flops / seconds[m] / 1e9 for m in FLASH_METHODS),
+                      *(seconds[m] / seconds["flash"] for m in FLASH_METHODS if m != "flash")))
+    return table
+
+
+# ---------------------------------------------------------------------------------------------
 # Cross-check: the operating system's view of one forward call, in a fresh process
 
 
@@ -558,11 +707,24 @@ def main(argv=None) -> int:
                              "with --quick: a temporary folder)")
     parser.add_argument("--memory-only", metavar="REASON",
                         help="re-analyse the stored rows' memory with the current library, keep their times")
+    parser.add_argument("--flash", action="store_true",
+                        help="the FlashAttention benchmark only, on one core (with --write: the stored "
+                             "attention_cost_flash.csv; else a temporary folder)")
+    parser.add_argument("--flash-worker", metavar="CSV", help=argparse.SUPPRESS)
     parser.add_argument("--rss-worker", nargs=2, metavar=("METHOD", "T"), help=argparse.SUPPRESS)
     parser.add_argument("--all-buffers", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.rss_worker:
         rss_worker(args.rss_worker[0], int(args.rss_worker[1]), args.all_buffers)
+        return 0
+    if args.flash_worker:
+        flash_worker(pathlib.Path(args.flash_worker))
+        return 0
+    if args.flash:
+        flash_out = args.out or (source_folder() / "attention_cost_flash.csv" if args.write else
+                                 pathlib.Path(tempfile.gettempdir()) / "attention_cost_flash" / "attention_cost_flash.csv")
+        flash_out.parent.mkdir(parents=True, exist_ok=True)
+        run_flash(flash_out)
         return 0
     stored = source_folder() / "attention_cost.csv"
     if args.memory_only:

@@ -39,6 +39,17 @@ chunked attention at one T) and ``attention_cost.json`` (the machine, :data:`SET
 :func:`attnbook.experiments.source_folder`, then prints tables. Chapter 6 reads them with :func:`read_rows` and
 :func:`attnbook.experiments.read_json`.
 
+A second, smaller benchmark compares FlashAttention (:func:`attnbook.attention.flash_attention`) with chunked, full and
+jax.nn attention, forward and forward+backward, causal and not, at T = 1024, 2048 and 4096 (:data:`FLASH`). It runs in
+a fresh process pinned to one core (``taskset -c 1``) with XLA single-threaded, interleaves the four methods in every
+round and keeps the best CPU time of the rounds, so that on a shared machine the load affects them alike:
+
+    python -m attnbook.experiments.ch06 --flash --write   # about 8 minutes under load; attention_cost_flash.csv/.json
+    python -m attnbook.experiments.ch06 --flash           # the same, written to a temporary folder
+
+Chapter 6 reads it with :func:`read_flash` and :func:`flash_table`; :func:`tile_flops` counts its FLOPs over the tiles
+FlashAttention computes.
+
 ``--memory-only`` re-analyses the memory of every stored row (both programs) and re-runs the cross-check with the
 current library, keeping the stored times, and records when and why in the JSON (``memory_reanalysed``): the
 analysis is exact and needs no quiet machine, the times do. Use it when a library change moves memory and not time

@@ -62,3 +62,19 @@ def test_run_summary_reads_the_lowest_and_highest_load():
     assert ch10.run_summary(meta) == dict(cpu="CPU", cores=2, date="2026-11-26", low=3.0, high=7.5)
     stored = ch10.run_summary(experiments.read_json("kv_heads_quality.json"))
     assert stored["low"] <= stored["high"] and stored["date"] == "2026-11-26"
+
+
+def test_decode_cost_counts_the_cache_the_weights_and_the_flops():
+    s = ch10.DECODING
+    mha, mqa, mla = (ch10.decode_cost(m, 1000) for m in ("mha", "mqa", "mla"))
+    assert mha["cache_bytes"] == 1000 * 2 * s.heads * s.key_dim * 4 and mqa["cache_bytes"] == 1000 * 2 * s.key_dim * 4
+    assert mla["cache_bytes"] == 1000 * (s.mla_rank + s.mla_rope_dim) * 4
+    # MHA: two FLOPs per float32 number read, cache and weights alike
+    assert mha["intensity"] == pytest.approx(0.5)
+    # grouping shares the keys, not the arithmetic: the attention FLOPs are the same for every G
+    attention = {m: c["flops"] - c["weight_bytes"] // 2 for m, c in [("mha", mha), ("mqa", mqa)]}
+    assert attention["mha"] == attention["mqa"] == s.heads * 1000 * 4 * s.key_dim
+    assert mla["flops"] - mla["weight_bytes"] // 2 == s.heads * 1000 * 2 * (2 * s.mla_rank + s.mla_rope_dim)
+    assert mha["intensity"] < ch10.decode_cost("gqa-4", 1000)["intensity"] < mqa["intensity"]
+    with pytest.raises(ValueError, match="method"):
+        ch10.decode_cost("mqa-repeated", 1000)

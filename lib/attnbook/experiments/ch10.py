@@ -425,6 +425,50 @@ def decoding(method: str, column: str = "ms_per_token", *, context: int | None =
     return float(stored("kv_decoding.csv", column, method=method, **where)[0])
 
 
+DECODE_ROOFLINE_METHODS = ("mha", "gqa-4", "gqa-2", "mqa", "mla")  # mqa-repeated copies its cache: not modelled
+
+
+def decode_layer(method: str, s: Decoding = DECODING):
+    """The layer ``bench/kv_decoding.py`` times for ``method`` (of :data:`DECODE_ROOFLINE_METHODS`), built as there
+    (key 0): MHA, GQA and MQA with 8, 4, 2 and 1 key/value heads, MLA of rank ``s.mla_rank``."""
+    import jax
+
+    from ..latent import MultiHeadLatentAttention
+    from ..mha import MultiHeadSelfAttention
+
+    key = jax.random.key(0)
+    if method == "mla":
+        return MultiHeadLatentAttention(s.d_model, s.heads, s.key_dim, s.mla_rank, s.mla_rope_dim, key=key)
+    kv_heads = {"mha": s.heads, "gqa-4": 4, "gqa-2": 2, "mqa": 1}
+    if method not in kv_heads:
+        raise ValueError(f"method must be one of {DECODE_ROOFLINE_METHODS}, got {method!r}")
+    return MultiHeadSelfAttention(s.d_model, s.heads, kv_heads=kv_heads[method], key=key)
+
+
+def decode_cost(method: str, context: int, s: Decoding = DECODING) -> dict:
+    """One decoding step of ``bench/kv_decoding.py``'s layer in hardware terms, a model counted from the shapes:
+
+    - ``cache_bytes``: the cache's ``context`` rows in float32, ``context * kv.cache_bytes_per_token(layer)``; the step
+      attends over every row of the cache array (masked beyond the current token), so it reads them all;
+    - ``weight_bytes``: the layer's parameters in float32, read once per token;
+    - ``flops``, two per multiply-add: 2 per parameter for the new token's projections, and attention over the cache:
+      per query head and cached row, the score and the weighted sum, ``2 (d_h + d_h)`` for MHA, GQA and MQA (grouping
+      shares the keys, not the arithmetic) and ``2 ((rank + rope_dim) + rank)`` for MLA in the absorbed form, where
+      every head scores the whole cached row and sums its latent;
+    - ``intensity``: ``flops`` over all the bytes, FLOPs per byte.
+    """
+    from .. import kv
+    from ..nn import count_parameters
+
+    layer = decode_layer(method, s)
+    cache_bytes = context * kv.cache_bytes_per_token(layer)
+    parameters = count_parameters(layer)
+    per_row = 2 * ((s.mla_rank + s.mla_rope_dim) + s.mla_rank) if method == "mla" else 2 * 2 * s.key_dim
+    flops = 2 * parameters + s.heads * context * per_row
+    return dict(cache_bytes=cache_bytes, weight_bytes=4 * parameters, flops=flops,
+                intensity=flops / (cache_bytes + 4 * parameters))
+
+
 def run_summary(meta: dict) -> dict:
     """What a stored run's metadata says of where it ran: ``cpu``, ``cores``, ``date`` (YYYY-MM-DD), and ``low`` and
     ``high``, the lowest and the highest 1-minute load average it records (before, after, and its samples' minimum
@@ -439,4 +483,5 @@ def run_summary(meta: dict) -> dict:
 __all__ = ["Settings", "SETTINGS", "batches", "held_out", "gqa_position_model", "equal_parameter_width", "equal_parameter_model", "mla_position_model", "LOSS", "fit",
            "experiment_models", "experiment_train", "DECODING", "RECALL", "associative_recall", "recall_models", "recall_data",
            "recall_train", "recall_eval", "stored", "quality", "baseline", "latent",
-           "equal_parameters", "uptraining", "recall", "recall_baseline", "recall_curve", "decoding", "run_summary"]
+           "equal_parameters", "uptraining", "recall", "recall_baseline", "recall_curve", "decoding", "run_summary",
+           "DECODE_ROOFLINE_METHODS", "decode_layer", "decode_cost"]

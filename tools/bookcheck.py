@@ -281,6 +281,9 @@ def printed_lines(cell: dict) -> Iterator[str]:
 # what a reader reads as one word; break before the number or after 「、」 instead.
 JAPANESE_OUTPUT_MARKS = re.compile(
     "(?<=[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\u3000-\u303f\uff00-\uffef])[ \t]*([:,])|(;|->)")
+# A number's range in half-width brackets, as English prints it ("0.25 (0.24–0.26)"); a Japanese page writes the
+# brackets full-width with no space (「0.25（0.24–0.26）」, report.mean_range), as its prose does (typography rule 2).
+HALF_WIDTH_RANGE = re.compile(r"(?<=\d) \((?=[-+−]?\d[^)]*[–〜~-][-+−]?\d[^)]*\))")
 WORD_CONTINUATION = re.compile(r"^\s*(?:した|して|する|される|未満|以上|以下|以内|倍|個|から|まで|分の)")
 ENDS_IN_WORD = re.compile("[0-9\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff]$")
 # Notebooks whose printed output this check does not read yet, with the reason. Remove an entry once its notebook
@@ -291,14 +294,22 @@ JAPANESE_OUTPUT_EXCEPTIONS: dict[str, str] = {
 
 
 def check_japanese_outputs(root: Path) -> list[str]:
-    """What the Japanese notebooks print is Japanese typography (JAPANESE_OUTPUT_MARKS) and breaks its lines between
-    phrases, never between a number and its counter or inside a word (WORD_CONTINUATION)."""
+    """What the Japanese notebooks print is Japanese typography (JAPANESE_OUTPUT_MARKS, ranges in full-width brackets:
+    HALF_WIDTH_RANGE) and breaks its lines between phrases, never between a number and its counter or inside a word
+    (WORD_CONTINUATION)."""
     problems = []
     for path in notebooks(root):
         if language_of(root, path) != "ja" or path.name in JAPANESE_OUTPUT_EXCEPTIONS:
             continue
         for i, cell in code_cells(read_notebook(path)):
             lines = list(printed_lines(cell))
+            tables = [line for out in cell.get("outputs", []) for line in
+                      "".join(out.get("data", {}).get("text/markdown", "")).splitlines()]
+            for line in lines + tables:
+                if HALF_WIDTH_RANGE.search(line):
+                    problems.append(f"{rel(root, path)} (cell {i + 1}) prints a range in half-width brackets in a "
+                                    f"Japanese output: {line.strip()[:50]!r}; write 「0.25（0.24–0.26）」 "
+                                    "(report.mean_range does)")
             for k, line in enumerate(lines):
                 marks = sorted({m.group(1) or m.group(2) for m in JAPANESE_OUTPUT_MARKS.finditer(line)})
                 if marks:

@@ -15,7 +15,7 @@ are printed as given, numbers in the column's format::
     Table(["d", "var(q·k)"], [(4, 4.02), (16, 15.9)], formats=[None, ".0f"])
 
 A result measured with several seeds is one cell, :func:`mean_range`: the mean and, in brackets, the lowest and the
-highest seed (``"0.25 (0.24–0.26)"``).
+highest seed (``"0.25 (0.24–0.26)"``; ``"0.25（0.24–0.26）"`` on a Japanese page).
 
 Both editions stay complete: a message missing from the catalogue, or one whose translation is empty or names other
 placeholders, raises a ``KeyError`` in either language, so the notebook that prints it fails under nbval
@@ -176,17 +176,22 @@ class Table:
         return self.__repr__()
 
 
-def mean_range(values, fmt: str = ".2f") -> str:
+def mean_range(values, fmt: str = ".2f", lang: str | None = None) -> str:
     """One value per seed as a table cell: the mean and, in brackets, the lowest and the highest value.
 
-    ``mean_range([0.24, 0.25, 0.26])`` is ``"0.25 (0.24–0.26)"``; a single value is printed alone.
+    ``mean_range([0.24, 0.25, 0.26])`` is ``"0.25 (0.24–0.26)"``; a single value is printed alone. On a Japanese
+    page the brackets are full-width, with no space before them, as the Japanese edition's prose writes them
+    (README, "Japanese typography", rule 2): ``"0.25（0.24–0.26）"``. ``lang`` overrides the language of
+    ``plotting.setup``.
     """
     values = np.asarray(values, dtype=float).ravel()
     if values.size == 0:
         raise ValueError("mean_range needs at least one value")
     if values.size == 1:
         return format(values[0], fmt)
-    return f"{format(values.mean(), fmt)} ({format(values.min(), fmt)}–{format(values.max(), fmt)})"
+    lang = plotting.language() if lang is None else lang
+    mean, low, high = (format(v, fmt) for v in (values.mean(), values.min(), values.max()))
+    return f"{mean}（{low}–{high}）" if lang == "ja" else f"{mean} ({low}–{high})"
 
 
 def _is_number(text: str) -> bool:

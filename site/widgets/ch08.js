@@ -34,7 +34,7 @@
         {x: x, y: curve("current_token"), colour: "#000000", dash: "7 3 2 3", name: "current_token",
          label: W.t("current token only (dash-dot)", "現在のトークンだけ（一点鎖線）")},
         {x: [0, T - 1], y: [Math.log(8), Math.log(8)], colour: "#000000", dash: "2 3", name: "uniform",
-         label: W.t("uniform guess, ln 8 (dotted)", "一様な推測、ln 8（点線）")},
+         label: W.t("uniform guess, ln 8 (dotted)", "一様な予測、ln 8（点線）")},
         {x: x, y: y, colour: W.PALETTE[D.methods.indexOf(e)], name: e, label: NAMES[e] + W.t(", mean of 5 seeds", "、5 シードの平均")}
       ];
       if (T > L) series.push({x: [L - 0.5, L - 0.5], y: [0.6, top], colour: "#000000", dash: "6 4", name: "L"});
@@ -46,7 +46,7 @@
         label: W.t("Line plot of the loss at each position 0 to " + (T - 1) + " of " + NAMES[e] + ", mean of 5 seeds, " +
                    "beside the optimum, the current-token baseline and a uniform guess",
                    NAMES[e] + " の位置 0 から " + (T - 1) + " の損失（5 シードの平均）の折れ線グラフ。" +
-                   "最適値、現在のトークンだけのベースライン、一様な推測も示します")});
+                   "最適値、現在のトークンだけのベースライン、一様な予測も示します")});
       plot.setAttribute("data-figure", "loss");
       var losses = D.summary[e][String(T)], optimum = D.summary.optimum[String(T)][0];
       var excess = losses.map(function (v) { return v - optimum; });

@@ -465,6 +465,28 @@ def test_japanese_output_typography(book, pair):
     assert len(problems) == 6, problems  # nothing in the good lines: full-width marks, ASCII after Latin text
 
 
+def test_japanese_output_ranges_in_full_width_brackets(book, pair):
+    """A mean and its seed range print 「1.02（0.89–1.10）」 on a Japanese page, in a stream and in a Markdown table
+    (issue 43: half- and full-width brackets were mixed in the tables of chapters 9-11)."""
+    en, ja = pair
+    bad = ["素の RoPE  1.02 (0.89–1.10)", "利得 +0.43 (+0.43–+0.44)"]
+    good = ["素の RoPE  1.02（0.89–1.10）", "入力 (128, 256)、正解 (128, 256)", "4  (6, 4, 8)  4224", "a (1–2)"]
+
+    def outputs(nb):
+        cell = plain_code_cell(nb)
+        cell["outputs"].append({"output_type": "stream", "name": "stdout", "text": ["\n".join(bad + good) + "\n"]})
+        table = "| モデル | 差 |\n|---|---|\n| ALiBi | 0.14 (0.12–0.17) |\n| YaRN | 0.07（0.05–0.10） |"
+        cell["outputs"].append({"output_type": "display_data", "metadata": {},
+                                "data": {"text/markdown": [table], "text/plain": ["a table"]}})
+
+    problems = new_problems(bookcheck.check_japanese_outputs, book, lambda: edit(ja, outputs))
+    assert mentions(problems, name(book, ja), "range in half-width brackets", "1.02 (0.89–1.10)")
+    assert mentions(problems, "range in half-width brackets", "+0.43 (+0.43–+0.44)")
+    assert mentions(problems, "range in half-width brackets", "| ALiBi | 0.14 (0.12–0.17) |")
+    assert len(problems) == 3, problems  # not the good lines: shapes, full-width ranges, a range after a letter
+    assert new_problems(bookcheck.check_japanese_outputs, book, lambda: edit(en, outputs)) == []  # English as it is
+
+
 def test_figure_outputs(book, pair):
     """A figure cell that also displays a table is found (it becomes a sub-figure, and a duplicate id in the EPUB)."""
     en, _ = pair

@@ -153,8 +153,11 @@ def mistakes_named(named: dict, chapter: int) -> None:
                 expected = sentence.replace(" ", "") if lang == "ja" else sentence
                 assert named is not None and (named.replace(" ", "") if lang == "ja" else named) == expected, \
                     found.message
-                wrapped = found.message.splitlines()[-1 - sum(1 for _ in _core._wrap(sentence).splitlines()):]
-                assert all(_core._columns(line) <= _core.PHONE_COLUMNS for line in wrapped), found.message
+                if lang == "en":  # English fits a phone by its line breaks
+                    wrapped = found.message.splitlines()[-1 - sum(1 for _ in _core._wrap(sentence).splitlines()):]
+                    assert all(_core._columns(line) <= _core.PHONE_COLUMNS for line in wrapped), found.message
+                else:  # Japanese keeps the sentence on one line; the page wraps it
+                    assert found.message.splitlines()[-1] == "  " + sentence, found.message
             if exercise.kind != "function":
                 value = str(exercise.reference())
                 assert value not in mistake.en and value not in mistake.ja, f"{ident}: the mistake gives the answer away"
@@ -222,6 +225,18 @@ def test_messages_follow_the_page_language(scratch):
     finally:
         plotting.setup("en")
     assert exercises.result("99.1", lambda x: 2 * x).message == "✓ 99.1: correct on all 6 inputs."
+
+
+def test_japanese_messages_keep_each_sentence_on_one_line(scratch):
+    # the page wraps a check's output (site/book.css); a break by hand split 「…で」 / 「関数が None を返しました。」
+    ends = ("。", "？", "：", "）", "}")
+    for key, (_, ja) in _core._MESSAGES.items():
+        for line in ja.splitlines():
+            assert line.rstrip().endswith(ends), f"{key}: {line!r} breaks inside a sentence"
+    for answer in (lambda x: x + 1, lambda x: None, lambda x: x[:0]):
+        message = exercises.result("99.1", answer, lang="ja").message
+        assert not any(line.rstrip().endswith(("で", "、", "の", "を", "は", "が")) for line in message.splitlines()), message
+    assert "1 番目の入力（全 6 通り）で関数が None を返しました。" in exercises.result("99.1", lambda x: None, lang="ja").message
 
 
 def test_the_twins_print_the_same_numbers(scratch):

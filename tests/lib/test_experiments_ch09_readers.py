@@ -98,3 +98,50 @@ def test_sink_readers_agree_with_the_tables_read_by_hand():
                            if (r["encoding"], r["seed"], r["block"]) == (encoding, str(s), str(b))
                            and 8 <= int(r["position"]) < L]) for s in ch09.SETTINGS.seeds for b in (0, 1)]
         assert ch09.inside_ratio(encoding) == pytest.approx(max(ratios), rel=1e-12)
+
+
+def test_rolling_cache_readers_agree_with_the_tables_read_by_hand():
+    s = ch09.SETTINGS
+    whole, renumbered = by_hand("long_context_rolling_cache.csv"), by_hand("long_context_rolling_cache_renumbered.csv")
+
+    def pick(rows, encoding, w, k):
+        return [float(r["excess_beyond_L"]) for r in rows
+                if (r["encoding"], r["window"], r["sinks"]) == (encoding, str(w), str(k))]
+
+    for encoding in ["rope", "alibi", "rope_bos"]:
+        for w in s.cache_windows:
+            for k in s.cache_sinks:
+                expected = pick(whole, encoding, w, k)
+                assert len(expected) == len(s.seeds)
+                np.testing.assert_array_equal(ch09.rolling_cache(encoding, w, k), expected)
+                # k = 0 has no renumbered rows: numbering inside the cache changes no offset, the first table is read
+                expected_renumbered = pick(renumbered, encoding, w, k) if k else expected
+                assert len(expected_renumbered) == len(s.seeds)
+                np.testing.assert_array_equal(ch09.rolling_cache(encoding, w, k, renumbered=True), expected_renumbered)
+                for numbered, rows in [(False, expected), (True, expected_renumbered)]:
+                    by_seed = np.mean(np.array(rows) - np.array(pick(whole, encoding, w, 0)))
+                    assert ch09.cache_change(encoding, w, k, numbered) == pytest.approx(by_seed, abs=1e-12)
+            assert ch09.cache_change(encoding, w, 0) == 0.0
+        np.testing.assert_array_equal(ch09.rolling_cache(encoding, "full", 0), pick(whole, encoding, "full", 0))
+    # the stored numbers chapter 9 quotes: renumbering removes the harm of the kept tokens for RoPE at w = 4
+    assert ch09.cache_change("rope", 4, 1) > 0.15 > abs(ch09.cache_change("rope", 4, 1, renumbered=True))
+    with pytest.raises(KeyError):
+        ch09.rolling_cache("rope", 3, 1)  # no cache of 3 keys was run
+
+
+def test_seeds_in_order_ranks_each_seed_as_the_table_read_by_hand():
+    s = ch09.SETTINGS
+    for name, rate in [("long_context_finetune.csv", None), ("long_context_finetune_lr.csv", s.finetune_second_learning_rate)]:
+        rows = by_hand(name)
+        for n in s.finetune_steps[1:]:
+            per_seed = []
+            for seed in s.seeds:
+                excess = {r["method"]: float(r["excess_beyond_L"]) for r in rows
+                          if r["steps_at_4L"] == str(n) and r["seed"] == str(seed) and r["method"] in ch09.methods()}
+                per_seed.append(sorted(excess, key=excess.get))
+                assert ch09.ranking(n, seed, learning_rate=rate) == per_seed[-1]
+            for order in {tuple(r) for r in per_seed}:
+                assert ch09.seeds_in_order(order, n, learning_rate=rate) == sum(list(order) == r for r in per_seed)
+    best_first = ["yarn", "pi", "ntk", "rope"]
+    assert ch09.seeds_in_order(best_first, 10) == 5  # the chapter's ranking after 10 steps, every seed
+    assert ch09.seeds_in_order(best_first[::-1], 10) == 0

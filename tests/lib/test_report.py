@@ -88,3 +88,12 @@ def test_mean_range_prints_the_mean_and_the_lowest_and_highest_seed():
     assert report.mean_range(np.array([0.7049])) == "0.70"  # one value: no range
     with pytest.raises(ValueError, match="at least one"):
         report.mean_range([])
+
+
+def test_mean_range_on_a_japanese_page_has_full_width_brackets(japanese):
+    # the Japanese edition's typography (README): full-width brackets, no space before them, in printed output too
+    assert report.mean_range([0.24, 0.26, 0.25]) == "0.25（0.24–0.26）"
+    assert report.mean_range([0.24, 0.26, 0.25], lang="en") == "0.25 (0.24–0.26)"
+    assert report.mean_range([-0.1, 0.3], "+.1f") == "+0.1（-0.1–+0.3）"
+    table = repr(Table(["model", "loss"], [("RoPE", report.mean_range([1.0, 3.0], ".1f"))]))
+    assert "2.0（1.0–3.0）" in table and "(" not in table

@@ -7,8 +7,9 @@ the expected and the received output. For an exercise whose answer is a number o
 never prints the expected value: that would be the solution.
 
 When a wrong answer matches one of the exercise's known :class:`Mistake` s (a softmax over the wrong
-axis, a mask that hides the diagonal, ...), more lines name the mistake. Every line a message prints itself fits
-a phone's output column (PHONE_COLUMNS). Every message, the
+axis, a mask that hides the diagonal, ...), more lines name the mistake. Every line an English message prints
+itself fits a phone's output column (PHONE_COLUMNS); a Japanese message keeps each sentence on one line, which the
+page wraps. Every message, the
 errors raised for a wrong exercise id or language included, exists in both languages.
 """
 
@@ -43,8 +44,8 @@ def _error(en: str, ja: str) -> ValueError:
 class Mistake:
     """A common wrong answer to an exercise, and the sentence that names it, in both languages.
 
-    en, ja: the sentence (printed below ``✗ N.k: a common mistake:`` / ``✗ N.k：よくある間違いです。``, wrapped to
-        a phone's width); the two print the same numbers.
+    en, ja: the sentence (printed below ``✗ N.k: a common mistake:`` / ``✗ N.k：よくある間違いです。``, the English
+        wrapped to a phone's width, the Japanese on one line); the two print the same numbers.
     answer: the mistake itself. For a function exercise, the reference with the mistake applied (same
         arguments): a wrong answer matches when it agrees with this function on every input of the
         check, the failing one included. For a number, the mistaken value (or a function of no arguments
@@ -199,25 +200,28 @@ def get(exercise_id: str, *, lang: str | None = None) -> Exercise:
 # Messages, in both languages. Each pair prints the same numbers in the same order (the twins'
 # outputs are compared number by number).
 
-# A message's fixed lines fit a phone: at most PHONE_COLUMNS display columns (a Japanese character takes 2; see
-# tools/bookcheck.py), the verdict on its own short line and the detail below it, indented. What a reader's answer
-# puts in (an error, an array) may be longer; a mistake's sentence is wrapped to the width (:func:`_wrap`).
+# The verdict is on its own line and the detail below it, indented. An English message's fixed lines fit a phone:
+# at most PHONE_COLUMNS display columns, and a mistake's sentence is wrapped to that width at spaces (:func:`_wrap`).
+# A Japanese message keeps each sentence on one line: the page wraps a check's output on every screen
+# (site/exercise-output.lua marks the cell, site/book.css wraps it) and Jupyter wraps output lines too, while a
+# break by hand at 37 columns split Japanese mid-sentence (「1 番目の入力（全 7 通り）で」 / 「関数が None を返しました。」).
+# What a reader's answer puts in (an error, an array) may be longer.
 PHONE_COLUMNS = 37
 
 _MESSAGES = {
     "pass": ("✓ {id}: correct on all {n} inputs.", "✓ {id}：全 {n} 通りの入力で正解です。"),
     "pass_value": ("✓ {id}: correct.", "✓ {id}：正解です。"),
-    "fail": ("✗ {id}: wrong on input {i} of {n}.", "✗ {id}：{i} 番目の入力（全 {n} 通り）で\n  答えが違います。"),
+    "fail": ("✗ {id}: wrong on input {i} of {n}.", "✗ {id}：{i} 番目の入力（全 {n} 通り）で答えが違います。"),
     "raised": ("✗ {id}: your function raised an error\n  on input {i} of {n}:\n  {error}",
                "✗ {id}：関数がエラーを出しました。\n  {i} 番目の入力（全 {n} 通り）：\n  {error}"),
     "input": ("  input:", "  入力："),
     "expected": ("  expected:", "  期待される値："),
     "got": ("  got:", "  答え："),
-    "shape": ("  (expected shape {expected},\n  got shape {got})", "  （期待される形は {expected}、\n  答えの形は {got}）"),
+    "shape": ("  (expected shape {expected},\n  got shape {got})", "  （期待される形は {expected}、答えの形は {got}）"),
     "dtype": ("  (expected dtype {expected},\n  got dtype {got})",
-              "  （期待される dtype は {expected}、\n  答えの dtype は {got}）"),
+              "  （期待される dtype は {expected}、答えの dtype は {got}）"),
     "returned_none": ("✗ {id}: is your function written yet?\n  It returned None on input {i} of {n}.",
-                      "✗ {id}：まだ実装していないのでは？\n  {i} 番目の入力（全 {n} 通り）で\n  関数が None を返しました。"),
+                      "✗ {id}：まだ実装していないのでは？\n  {i} 番目の入力（全 {n} 通り）で関数が None を返しました。"),
     "unanswered": ("✗ {id}: no answer yet.\n  Replace the ... with yours.",
                    "✗ {id}：まだ答えがありません。\n  ... を答えに置き換えてください。"),
     "not_function": ("✗ {id}: answer must be a function;\n  got {got}.",
@@ -227,9 +231,9 @@ _MESSAGES = {
     "too_large": ("✗ {id}: {got} is too large.", "✗ {id}：{got} は大きすぎます。"),
     "too_small": ("✗ {id}: {got} is too small.", "✗ {id}：{got} は小さすぎます。"),
     "not_choice": ("✗ {id}: answer must be one of\n  {choices}; got {got}.",
-                   "✗ {id}：答えは {choices} の\n  どれかです。渡されたもの：{got}"),
+                   "✗ {id}：答えは {choices} のどれかです。\n  渡されたもの：{got}"),
     "wrong_choice": ("✗ {id}: {got} is not the answer;\n  look again at what the chapter\n  measured.",
-                     "✗ {id}：{got} ではありません。\n  章で測った結果を\n  もう一度見てください。"),
+                     "✗ {id}：{got} ではありません。\n  章で測った結果をもう一度見てください。"),
     "mistake": ("✗ {id}: a common mistake:\n{what}", "✗ {id}：よくある間違いです。\n{what}"),
     "unknown_id": ("exercise_id must be one of {known}, got {got}",
                    "exercise_id は {known} のどれかです。渡されたもの：{got}"),
@@ -278,6 +282,12 @@ def _wrap(text: str, width: int = PHONE_COLUMNS, indent: str = "  ") -> str:
     return "\n".join(indent + line for line in lines)
 
 
+def _mistake_lines(mistake: Mistake, lang: str) -> str:
+    """A mistake's sentence below its verdict, indented: wrapped to PHONE_COLUMNS in English, one line in Japanese
+    (the page wraps it; see PHONE_COLUMNS)."""
+    return "  " + mistake.ja if lang == "ja" else _wrap(mistake.en)
+
+
 def _say(key: str, lang: str, **fields) -> str:
     en, ja = _MESSAGES[key]
     return (ja if lang == "ja" else en).format(**fields)
@@ -312,7 +322,7 @@ def _line(label: str, text: str) -> str:
     """A labelled line; a value of several lines goes below its label, indented."""
     if "\n" in text:
         return label + "\n" + "\n".join("    " + row for row in text.splitlines())
-    return f"{label} {text}"
+    return label + ("" if label.endswith("：") else " ") + text  # a full-width colon has its own space
 
 
 def _as_reference(expected: Any, got: Any) -> Any:
@@ -387,7 +397,7 @@ def _check_function(exercise: Exercise, answer: Any, lang: str, seed: int) -> Re
                 lines.append(_say(what, lang, expected=want, got=have))
             mistake = _function_mistake(exercise, answer, cases, outputs + [got], expected)
             if mistake is not None:
-                lines.append(_say("mistake", lang, id=ident, what=_wrap(mistake.ja if lang == "ja" else mistake.en)))
+                lines.append(_say("mistake", lang, id=ident, what=_mistake_lines(mistake, lang)))
             return Result(False, "\n".join(lines))
         outputs.append(got)
     return Result(True, _say("pass", lang, id=ident, n=n))
@@ -462,7 +472,7 @@ def _value_mistake(exercise: Exercise, answer: Any, value: float | None = None) 
 def _with_mistake(exercise: Exercise, result: Result, mistake: Mistake | None, lang: str) -> Result:
     if mistake is None:
         return result
-    line = _say("mistake", lang, id=exercise.id, what=_wrap(mistake.ja if lang == "ja" else mistake.en))
+    line = _say("mistake", lang, id=exercise.id, what=_mistake_lines(mistake, lang))
     return Result(result.passed, result.message + "\n" + line)
 
 

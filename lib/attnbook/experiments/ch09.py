@@ -604,6 +604,18 @@ def first_below(method: str, level: float, *, learning_rate: float | None = None
                  if finetune(method, n, learning_rate=learning_rate).max() < level), None)
 
 
+def ranking(steps: int, seed: int, *, learning_rate: float | None = None) -> list[str]:
+    """The four fine-tuned methods (:func:`methods`) from the lowest to the highest excess beyond L at 4L after
+    ``steps`` fine-tuning steps, for one seed (index into ``SETTINGS.seeds``)."""
+    return sorted(methods(), key=lambda m: finetune(m, steps, learning_rate=learning_rate)[seed])
+
+
+def seeds_in_order(order, steps: int, *, learning_rate: float | None = None) -> int:
+    """On how many seeds (of 5) the four methods rank exactly as ``order`` (lowest excess first) after ``steps``
+    fine-tuning steps."""
+    return sum(ranking(steps, i, learning_rate=learning_rate) == list(order) for i in range(len(SETTINGS.seeds)))
+
+
 def load_range(meta: dict) -> tuple[float, float]:
     """The lowest and the highest 1-minute load average a stored run's metadata records (before, after, and the
     minimum and maximum of its parts)."""
@@ -626,6 +638,25 @@ def window_baseline(encoding: str = "current_token") -> float:
 def keys_per_query(w: int) -> float:
     """The keys each query reads at 8L with a window of ``w`` keys, mean over the queries."""
     return float(_column("long_context_window.csv", "keys_per_query", window=w)[0])
+
+
+def rolling_cache(encoding: str, w, k: int, renumbered: bool = False) -> np.ndarray:
+    """A model read at 8L with a rolling cache of the last ``w`` keys plus the first ``k`` tokens: its excess over
+    the optimum beyond L, one value per seed (``w = "full"``, ``k = 0``: the whole sequence).
+
+    Positions are those of the whole sequence (long_context_rolling_cache.csv), or with ``renumbered`` numbered
+    inside the cache, as StreamingLLM does (long_context_rolling_cache_renumbered.csv); for ``k = 0`` the two are
+    the same, since only offsets enter a score, and the first table is read."""
+    if renumbered and k:
+        return _column("long_context_rolling_cache_renumbered.csv", "excess_beyond_L", encoding=encoding, window=w,
+                       sinks=k)
+    return _column("long_context_rolling_cache.csv", "excess_beyond_L", encoding=encoding, window=w, sinks=k)
+
+
+def cache_change(encoding: str, w, k: int, renumbered: bool = False) -> float:
+    """What keeping the first ``k`` tokens changes in a rolling cache of the last ``w`` keys: the mean over seeds
+    (paired by seed) of :func:`rolling_cache` with them minus without them (``k = 0``)."""
+    return float(np.mean(rolling_cache(encoding, w, k, renumbered) - rolling_cache(encoding, w, 0)))
 
 
 def sink_curve(encoding: str, block: int) -> np.ndarray:
@@ -672,7 +703,8 @@ def inside_ratio(encoding: str, first: int = 8) -> float:
 __all__ = ["Settings", "SETTINGS", "YaRNWithoutTemperature", "scalings", "angle_ranges", "chapter8_stored",
            "rope_scaling_settings", "run_rope_scaling", "methods", "evaluate", "key_mass", "long_data",
            "stacked_data", "pretrain", "fine_tune_rows", "long_context_settings", "followup_settings", "run_followup",
-           "run_long_context", "main", "sink_curve", "head_mass", "uniform_mass", "inside_ratio", "window", "window_baseline", "keys_per_query", "no_finetune", "finetune", "scratch", "finetune_baseline", "first_below", "load_range", "optimum_beyond_L", "seeds_below"]
+           "run_long_context", "main", "sink_curve", "head_mass", "uniform_mass", "inside_ratio", "window", "window_baseline", "keys_per_query", "no_finetune", "finetune", "scratch", "finetune_baseline", "first_below", "ranking", "seeds_in_order",
+           "rolling_cache", "cache_change", "load_range", "optimum_beyond_L", "seeds_below"]
 
 
 if __name__ == "__main__":

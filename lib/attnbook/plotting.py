@@ -335,3 +335,89 @@ def head_grid(maps: dict, *, head: str = "head", key: str = "key token", query: 
     fig.supylabel(query, fontsize=10)
     fig.colorbar(image, ax=axes, location="top", shrink=0.6, aspect=30, label=weight)
     return fig
+
+
+def rotation_circle(omega: float, *, positions: Sequence[int], turns: Sequence[tuple[int, int]],
+                    ax: plt.Axes | None = None, xlabel: str | None = None, ylabel: str | None = None,
+                    title: str | None = None) -> plt.Axes:
+    """One (sin, cos) pair of the sinusoidal encoding on its unit circle (chapter 1).
+
+    Position ``p`` is the point ``(sin p omega, cos p omega)``: column ``2i`` across, ``2i + 1`` up, so that
+    ``p = 0`` is at the top and the point turns clockwise as ``p`` grows. Each ``(start, offset)`` of ``turns``
+    draws the arc from ``start`` to ``start + offset``: the same angle ``offset * omega`` wherever it starts.
+    """
+    omega = _checks.positive_float("omega", omega)
+    positions = [int(p) for p in positions]
+    if not positions:
+        raise ValueError("positions must name at least one position")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(4.2, 4.2))
+    _axes("ax", ax)
+    circle = np.linspace(0.0, 2 * np.pi, 400)
+    ax.plot(np.sin(circle), np.cos(circle), color=GREY, lw=0.8, ls=":")
+    p = np.asarray(positions, dtype=np.float64)
+    ax.plot(np.sin(p * omega), np.cos(p * omega), "o", color=PALETTE[0], ms=5, zorder=3)
+    for position in positions:
+        angle = position * omega
+        ax.annotate(str(position), (np.sin(angle), np.cos(angle)), xytext=(1.17 * np.sin(angle), 1.17 * np.cos(angle)),
+                    ha="center", va="center", fontsize=10)
+    for (start, offset), colour in zip(turns, PALETTE[1:]):
+        angles = np.linspace(start * omega, (start + offset) * omega, 60)
+        radius = 0.78
+        ax.plot(radius * np.sin(angles), radius * np.cos(angles), color=colour, lw=2.0)
+        ax.annotate("", xy=(radius * np.sin(angles[-1]), radius * np.cos(angles[-1])),
+                    xytext=(radius * np.sin(angles[-3]), radius * np.cos(angles[-3])),
+                    arrowprops={"arrowstyle": "-|>", "color": colour, "lw": 2.0})
+        for end in (start, start + offset):  # spokes from the centre to both ends of the turn
+            ax.plot([0, np.sin(end * omega)], [0, np.cos(end * omega)], color=colour, lw=0.8)
+        middle = angles[len(angles) // 2]
+        ax.text(0.55 * np.sin(middle), 0.55 * np.cos(middle), f"{offset}ω", color=colour, ha="center",
+                va="center", fontsize=10)
+    ax.set_aspect("equal")
+    ax.set_xlim(-1.35, 1.35)
+    ax.set_ylim(-1.35, 1.35)
+    ax.set_xticks([-1, 0, 1])
+    ax.set_yticks([-1, 0, 1])
+    if xlabel:
+        ax.set_xlabel(xlabel)
+    if ylabel:
+        ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title)
+    return ax
+
+
+def alibi_weights(weights, slopes, *, key: str = "key j", query: str = "query i",
+                  relative: str = "weight ÷ the row's largest", weight: str = "attention weight",
+                  uniform: str = "uniform 1/T", last_query: str | None = None):
+    """ALiBi's attention weights alone (chapter 1): ``weights`` ``(heads, T, T)``, one slope per head.
+
+    Top, the steepest head, each row divided by its largest weight (so that every row shows how fast its
+    weights fall with distance); bottom, the weights of the last query in every head, beside the uniform
+    ``1/T``. The words of the axes and legends are given in the page's language; ``last_query`` is the title of
+    the lower panel (``None``: "query i = T - 1"). Returns the figure.
+    """
+    weights = np.asarray(weights, dtype=np.float64)
+    slopes = np.asarray(slopes, dtype=np.float64)
+    if weights.ndim != 3 or weights.shape[1] != weights.shape[2]:
+        raise ValueError(f"weights must have shape (heads, T, T), got {weights.shape}")
+    if slopes.shape != (weights.shape[0],):
+        raise ValueError(f"slopes must have one entry per head, shape ({weights.shape[0]},), got {slopes.shape}")
+    length = weights.shape[-1]
+    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(5.0, 6.0))
+    names = [f"$m = 2^{{{int(round(np.log2(m)))}}}$" for m in slopes]
+    steepest = int(np.argmax(slopes))
+    heatmap(weights[steepest] / weights[steepest].max(axis=-1, keepdims=True), ax=ax1, vmin=0, vmax=1,
+            xlabel=key, ylabel=query, title=names[steepest])
+    ax1.images[0].colorbar.set_label(relative)
+    for h, marker in zip(range(len(slopes)), "osD^v<>p"):  # marker and colour both tell the heads apart
+        ax2.plot(np.arange(length), weights[h, -1], marker=marker, label=names[h])
+    ax2.axhline(1 / length, color=GREY, ls=":", label=uniform)
+    integer_ticks(ax2)
+    ax2.locator_params(axis="y", nbins=4)
+    ax2.set_xlabel(key)
+    ax2.set_ylabel(weight)
+    ax2.set_title(last_query if last_query is not None else f"query i = {length - 1}")
+    ax2.legend(fontsize=10, loc="upper left")
+    fig.tight_layout()
+    return fig

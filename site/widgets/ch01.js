@@ -40,9 +40,9 @@ AttnWidgets.register("ch01-sinusoidal", function (root, W) {
                  "正弦波による位置エンコーディングのヒートマップ。縦に 64 の位置、横に " + d + " 列、基数 " + base)});
     heat.setAttribute("data-figure", "encoding");
     var plot = W.lineplot(right, [{x: W.range(OFFSETS), y: dots, name: "dots"}], {
-      title: "PE[" + p + "] \u00b7 PE[" + p + "+k]", xlabel: W.t("offset k", "ずれ k"), ylim: [Math.min(0, Math.min.apply(null, dots)), d / 2],
-      label: W.t("Dot product of the encodings of positions " + p + " and " + p + " + k against the offset k",
-                 "位置 " + p + " と " + p + " + k のエンコーディングの内積を、ずれ k に対して描いたもの")});
+      title: "PE[" + p + "] \u00b7 PE[" + p + "+\u0394]", xlabel: W.t("offset \u0394", "ずれ \u0394"), ylim: [Math.min(0, Math.min.apply(null, dots)), d / 2],
+      label: W.t("Dot product of the encodings of positions " + p + " and " + p + " + \u0394 against the offset \u0394",
+                 "位置 " + p + " と " + p + " + \u0394 のエンコーディングの内積を、ずれ \u0394 に対して描いたもの")});
     plot.setAttribute("data-figure", "dots");
     f.note.textContent = W.t(
       "At k = 0 the dot product is d/2 = " + d / 2 + ". Move p: the curve stays the same, since it depends on the offset only.",

@@ -70,3 +70,31 @@ def test_setup_and_ticks_bad_arguments():
         plotting.setup("de")
     with pytest.raises(TypeError, match=r"ax must be a matplotlib Axes.*got NoneType"):
         plotting.integer_ticks(None)
+
+
+def test_rotation_circle_bad_arguments():
+    """Chapter 1's circle of one (sin, cos) pair: a frequency that is not a positive number, no positions, no Axes."""
+    with pytest.raises(ValueError, match="omega"):
+        plotting.rotation_circle(-0.5, positions=range(3), turns=[])
+    with pytest.raises(ValueError, match="positions must name at least one position"):
+        plotting.rotation_circle(0.5, positions=[], turns=[])
+    with pytest.raises(TypeError, match="ax must be a matplotlib Axes"):
+        plotting.rotation_circle(0.5, positions=range(3), turns=[], ax="left")
+
+
+def test_rotation_circle_puts_position_p_at_sin_cos():
+    """Position p is drawn at (sin p omega, cos p omega): 0 at the top, the points turning clockwise."""
+    ax = plotting.rotation_circle(0.5, positions=range(4), turns=[(1, 2)])
+    points = next(line for line in ax.lines if line.get_marker() == "o")
+    p = np.arange(4)
+    assert np.allclose(points.get_xdata(), np.sin(0.5 * p)) and np.allclose(points.get_ydata(), np.cos(0.5 * p))
+
+
+def test_alibi_weights_bad_shapes():
+    """Chapter 1's ALiBi figure: weights (heads, T, T) and one slope per head."""
+    with pytest.raises(ValueError, match=r"weights must have shape \(heads, T, T\), got \(4, 16\)"):
+        plotting.alibi_weights(np.ones((4, 16)), np.ones(4))
+    with pytest.raises(ValueError, match=r"slopes must have one entry per head, shape \(4,\), got \(3,\)"):
+        plotting.alibi_weights(np.ones((4, 16, 16)) / 16, np.ones(3))
+    fig = plotting.alibi_weights(np.ones((2, 5, 5)) / 5, [0.5, 0.25], last_query="query 4")
+    assert fig.axes[-1].get_title() == "query 4" or any(ax.get_title() == "query 4" for ax in fig.axes)

@@ -34,6 +34,7 @@ def site(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
     worker = getattr(request.config, "workerinput", {}).get("workerid")  # pytest-xdist's; None without it
     if worker is None:  # this process is the whole run
         built = build_site(quarto)
+        print(f"\nsite built in {built.seconds:.0f} s (both editions)")
     else:
         shared = tmp_path_factory.getbasetemp().parent  # one folder per run, shared by its workers
         record = shared / "site-build.json"

@@ -19,7 +19,9 @@
   every notebook runs as a reader runs it. The library's results
   must not depend on the level (``tools.robustness`` checks the notebooks under it); ``ATTNBOOK_TEST_XLA=default``
   runs the tests with the caller's flags too, as the weekly workflow of the newest versions does.
-- The site tests first, for pytest-xdist's workers (``-n auto --dist loadfile`` in pyproject.toml).
+- The site tests first, for pytest-xdist's workers (``-n auto --dist loadfile`` in pyproject.toml): the page views
+  (tests/site/test_site_views.py) on one worker and the rest of the site's tests (tests/site/test_site.py) on the
+  other, both after the one build of the site (tests/site/conftest.py).
 - Failure reports without ANSI colour codes where pytest itself writes no colour (a CI log, a file, ``NO_COLOR``):
   nbval colours its reports unless ``--color=no``, and the kernel's tracebacks carry IPython's colours.
 """
@@ -68,9 +70,9 @@ def nudge_for(path) -> str | None:
 
 def pytest_collection_modifyitems(items):
     # Under pytest-xdist (--dist loadfile) each file runs whole on one worker (a chapter's two editions
-    # together: pytest_xdist_make_scheduler), in this order: the site tests (the site build, then the
-    # browser) take longest, so they start first. A stable sort keeps every notebook's cells in order.
-    items.sort(key=lambda item: item.path.name != "test_site.py")
+    # together: pytest_xdist_make_scheduler), in this order: the site's two browser files (the site build, then
+    # the browser) take longest, so they start first. A stable sort keeps every notebook's cells in order.
+    items.sort(key=lambda item: item.nodeid.split("::")[0] not in SITE_TESTS)
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -98,17 +100,20 @@ def pytest_xdist_make_scheduler(config, log):
             return EDITION_FOLDER.sub("chapters/", super()._split_scope(nodeid))
 
         def _assign_work_unit(self, node) -> None:
-            # The site tests, the longest unit, go first (pytest_collection_modifyitems' order), ahead of
-            # the queue by number of tests, where ten larger units (now a chapter pair among them) came first.
-            if SITE_TESTS in self.workqueue:
-                self.workqueue.move_to_end(SITE_TESTS, last=False)
+            # The site tests, the longest units, go first (pytest_collection_modifyitems' order), ahead of
+            # the queue by number of tests, where ten larger units (now a chapter pair among them) came first:
+            # the page views to the first worker, the rest of the site's tests to the second.
+            for scope in reversed(SITE_TESTS):
+                if scope in self.workqueue:
+                    self.workqueue.move_to_end(scope, last=False)
             super()._assign_work_unit(node)
 
     return ChapterScheduling(config, log)
 
 
 EDITION_FOLDER = re.compile(r"^chapters/(?:en|ja)/")
-SITE_TESTS = "tests/site/test_site.py"
+# The longest first: every page at two widths, then the site's files, chooser, search and widgets.
+SITE_TESTS = ("tests/site/test_site_views.py", "tests/site/test_site.py")
 
 
 @pytest.hookimpl(tryfirst=True)

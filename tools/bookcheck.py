@@ -2,8 +2,9 @@
 
 Quarto cannot run where the book is tested, so everything it would complain about (and a few
 things it would silently get wrong) is checked here instead: twins in both languages, identical
-code, identical stored outputs, cross-references, citations, relative links and the labels they
-point at, chapter lists, stored outputs, the Quarto profiles, the glossary (its pages against
+code, identical stored outputs, cross-references, citations, includes (the links, images and anchors
+of the pages are tools/sitecheck.py's, on the rendered site), chapter lists, stored outputs, the
+Quarto profiles, the glossary (its pages against
 glossary.csv, the Japanese chapters against the terms it rejects), the Japanese typography rule
 of the README's guide for authors, and environment.yml.
 
@@ -28,7 +29,7 @@ from pathlib import Path, PurePosixPath
 from urllib.parse import unquote
 
 from tools import glossary
-from tools.book import (CHAPTERS, DOC_SUFFIXES, LANGS, OPTION_LINE, chapter_files, code_cells,
+from tools.book import (CHAPTERS, LANGS, OPTION_LINE, chapter_files, code_cells,
                         describe_cell_difference, documents, lang_lines, language_files, language_of,
                         load_yaml, notebooks, other_language, profile_path, read_notebook, rel,
                         shared_code, shared_texts, source_lines, tags, twin_pairs, twin_path)
@@ -449,15 +450,18 @@ def link_targets(path: Path) -> Iterator[tuple[str, str, str]]:
 
 
 def resolves(root: Path, base: Path, target: str) -> bool:
-    """Whether a link target names a file; ``x.html`` may name the source x.qmd or x.ipynb."""
-    path = Path(os.path.normpath(root / target.lstrip("/") if target.startswith("/") else base / target))
-    if path.exists():
-        return True
-    return path.suffix == ".html" and any(path.with_suffix(s).exists() for s in DOC_SUFFIXES)
+    """Whether a target names a file of the sources (a root-relative one from ``root``)."""
+    return Path(os.path.normpath(root / target.lstrip("/") if target.startswith("/") else base / target)).exists()
 
 
-def check_links(root: Path) -> list[str]:
-    """Every relative link, image and include resolves to an existing file."""
+def check_includes(root: Path) -> list[str]:
+    """Every include names a file, and a link in an included file (``_*.qmd``) starts with ``/``.
+
+    The other links, images and anchors are checked once, in the rendered site (tools/sitecheck.py's
+    check_links and check_images: every link of every page, the ones Quarto writes included, against the
+    ids the pages really have); what is the sources' own is checked here: Quarto stops at a missing
+    include, and a relative link in an included file resolves from the file that includes it, so the site
+    shows only its consequence, a link to a page that is not there."""
     problems = []
     for path in documents(root):
         name = rel(root, path)
@@ -468,43 +472,10 @@ def check_links(root: Path) -> list[str]:
             if not file:
                 continue
             if kind == "link" and path.name.startswith("_") and not file.startswith("/"):
-                # An included file's links resolve from the file that includes it.
                 problems.append(f"{at(name, where)}: {target} must start with / (project root), "
                                 "because links in an included file resolve from the including file")
-            elif not resolves(root, path.parent, file):
+            elif kind == "include" and not resolves(root, path.parent, file):
                 problems.append(f"{at(name, where)}: {kind} {target} does not resolve to a file")
-    return problems
-
-
-
-def linked_document(root: Path, base: Path, file: str) -> Path | None:
-    """The document a link's file part names (``x.html`` names the source x.qmd or x.ipynb), if any."""
-    path = Path(os.path.normpath(root / file.lstrip("/") if file.startswith("/") else base / file))
-    candidates = [path] + ([path.with_suffix(s) for s in DOC_SUFFIXES] if path.suffix == ".html" else [])
-    return next((p for p in candidates if p.suffix in DOC_SUFFIXES and p.is_file()), None)
-
-
-def check_link_anchors(root: Path) -> list[str]:
-    """A link to a label (``02-x.ipynb#sec-weather``, ``#fig-a``) names a label its target defines.
-
-    Only fragments that are cross-reference labels (sec-, fig-, tbl-, eq-) are checked: those are
-    the ids the book sets itself, where Quarto derives the others from heading text.
-    """
-    problems = []
-    for path in documents(root):
-        name = rel(root, path)
-        for where, kind, target in link_targets(path):
-            if kind != "link" or URL_SCHEME.match(target) or target.startswith("{{"):
-                continue
-            file, _, fragment = unquote(target.split("?", 1)[0]).partition("#")
-            if not is_xref(fragment):
-                continue
-            document = path if not file else linked_document(root, path.parent, file)
-            if document is None:
-                continue  # check_links reports the missing file
-            if fragment not in {label for _, label in labels(document)}:
-                problems.append(f"{at(name, where)}: link {target}: {rel(root, document)} defines "
-                                f"no label {fragment}")
     return problems
 
 
@@ -929,8 +900,7 @@ CHECKS: tuple[Callable[[Path], list[str]], ...] = (
     check_nbval_comments,
     check_cross_references,
     check_citations,
-    check_links,
-    check_link_anchors,
+    check_includes,
     check_glossary,
     check_typography,
     check_caption_style,

@@ -61,7 +61,13 @@ def execute(path: Path, timeout: int = 300, kernel: str = "python3") -> float:
 
 
 def join_streams(outputs: list) -> list:
-    """``outputs`` with each run of adjacent stream outputs of the same name joined into one."""
+    """``outputs`` with each run of adjacent stream outputs of the same name joined into one.
+
+    What nbconvert's CoalesceStreamsPreprocessor does (it also applies "\\r" and "\\b" as a terminal would; no
+    stored output has either), but nbconvert is not in the lock (the test extra) and would bring twelve packages.
+    nbclient's own ``coalesce_streams`` is not the same: it merges every stdout piece of a cell into the first,
+    so a cell that prints, shows a table, and prints again (26 cells of the book) would print both before the
+    table."""
     joined = []
     for output in outputs:
         last = joined[-1] if joined else None

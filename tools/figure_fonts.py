@@ -10,7 +10,7 @@ text column when it is wider; so in CSS pixels the smallest text is
     px_on_page = px_in_png × min(1, column / png_width)
 
 with ``column`` the width of the text column of a chapter page: ``COLUMN_PX`` in a 1280 px wide window,
-``PHONE_COLUMN_PX`` on a 390 px wide phone (both measured in Chromium; tests/site/test_site.py checks them).
+``PHONE_COLUMN_PX`` on a 390 px wide phone (both measured in Chromium; tests/site/test_site_views.py checks them).
 A figure whose text is below ``MIN_PX`` on the desktop or below ``PHONE_MIN_PX`` on the phone is
 reported, and so is a figure without the metadata (not executed through ``plotting.setup``). A phone
 shrinks a figure about half as much again as the desktop, so a figure made wider than the column
@@ -26,7 +26,9 @@ maps (``attnbook:colormaps``) and the legend entries that differ from another en
   it: the simulation of Machado, Oliveira and Fernandes (2009, "A physiologically-based model for
   simulation of color vision deficiency", IEEE TVCG 15(6)), its matrices for severity 1.0 applied to
   linear sRGB. The two simulated colours must stay at least ``MIN_DELTA_E`` apart in CIEDE2000
-  (Sharma, Wu and Dalal 2005's formulation, checked here against their test data): CIEDE2000 rather
+  (Sharma, Wu and Dalal 2005's formulation, checked against their test data in tests/book/test_figures.py;
+  the matrices and the formula are colour-science's, ``colour.blindness.matrix_cvd_Machado2009`` and
+  ``colour.delta_E(..., method="CIE 2000")``, imported only when colours are compared): CIEDE2000 rather
   than the CIELAB distance ΔE*ab because it corrects CIELAB's known non-uniformity (blues, saturated
   colours), so one threshold means the same everywhere. 2.3 is a just-noticeable difference between
   two large patches side by side; a thin line or a 5-pixel marker compared with a legend needs several
@@ -66,73 +68,57 @@ MIN_DELTA_E = 10.0  # CIEDE2000 between any two colours of one figure, under eac
 SAFE_COLORMAPS = {"viridis", "cividis", "Greys", "Greys_r", "gray", "gray_r", "RdBu", "RdBu_r", "magma",
                   "inferno", "plasma"}
 
-# Machado et al. (2009), severity 1.0: linear sRGB -> linear sRGB as the deficiency sees it.
-MACHADO = {
-    "protanopia": ((0.152286, 1.052583, -0.204868), (0.114503, 0.786281, 0.099216),
-                   (-0.003882, -0.048116, 1.051998)),
-    "deuteranopia": ((0.367322, 0.860646, -0.227968), (0.280085, 0.672501, 0.047413),
-                     (-0.011820, 0.042940, 0.968881)),
-    "tritanopia": ((1.255528, -0.076749, -0.178779), (-0.078411, 0.930809, 0.147602),
-                   (0.004733, 0.691367, 0.303900)),
-}
+# Machado et al. (2009), severity 1.0 (their matrices, from colour-science): the deficiency -> colour-science's name.
+MACHADO = {"protanopia": "Protanomaly", "deuteranopia": "Deuteranomaly", "tritanopia": "Tritanomaly"}
 
 
-def _linear(channel: float) -> float:
-    return channel / 12.92 if channel <= 0.04045 else ((channel + 0.055) / 1.055) ** 2.4
+def _labs(colours: list[str], deficiency: str | None = None):
+    """CIELAB (D65) of each "#rrggbb", as seen with ``deficiency`` (a key of MACHADO) or normal vision: an
+    array of shape (len(colours), 3). The simulation is applied to linear sRGB, clipped to its gamut."""
+    import warnings
+
+    import colour
+    import numpy as np
+
+    srgb = np.array([[int(c[k:k + 2], 16) / 255 for k in (1, 3, 5)] for c in colours], dtype=float)
+    linear = colour.models.eotf_sRGB(srgb)
+    if deficiency is not None:
+        with warnings.catch_warnings():  # its note that tritanomaly's matrices are an approximation
+            warnings.simplefilter("ignore", colour.utilities.ColourUsageWarning)
+            matrix = colour.blindness.matrix_cvd_Machado2009(MACHADO[deficiency], 1.0)
+        linear = np.clip(linear @ matrix.T, 0.0, 1.0)
+    xyz = colour.RGB_to_XYZ(linear, "sRGB")  # linear RGB: no decoding
+    return colour.XYZ_to_Lab(xyz, colour.RGB_COLOURSPACES["sRGB"].whitepoint)
 
 
 def lab(colour: str, deficiency: str | None = None) -> tuple[float, float, float]:
     """CIELAB (D65) of "#rrggbb", as seen with ``deficiency`` (a key of MACHADO) or normal vision."""
-    rgb = [_linear(int(colour[k:k + 2], 16) / 255) for k in (1, 3, 5)]
-    if deficiency is not None:
-        rgb = [min(1.0, max(0.0, sum(m * c for m, c in zip(row, rgb)))) for row in MACHADO[deficiency]]
-    xyz = [sum(m * c for m, c in zip(row, rgb)) for row in (
-        (0.4124564, 0.3575761, 0.1804375), (0.2126729, 0.7151522, 0.0721750), (0.0193339, 0.1191920, 0.9503041))]
-    f = [t ** (1 / 3) if t > (6 / 29) ** 3 else t / (3 * (6 / 29) ** 2) + 4 / 29
-         for t in (xyz[0] / 0.95047, xyz[1] / 1.0, xyz[2] / 1.08883)]
-    return 116 * f[1] - 16, 500 * (f[0] - f[1]), 200 * (f[1] - f[2])
+    return tuple(float(v) for v in _labs([colour], deficiency)[0])
 
 
-def ciede2000(lab1: tuple[float, float, float], lab2: tuple[float, float, float]) -> float:
-    """The CIEDE2000 colour difference (kL = kC = kH = 1), as Sharma, Wu and Dalal (2005) write it."""
-    (l1, a1, b1), (l2, a2, b2) = lab1, lab2
-    c_mean = (math.hypot(a1, b1) + math.hypot(a2, b2)) / 2
-    g = 0.5 * (1 - math.sqrt(c_mean ** 7 / (c_mean ** 7 + 25 ** 7)))
-    a1p, a2p = (1 + g) * a1, (1 + g) * a2
-    c1p, c2p = math.hypot(a1p, b1), math.hypot(a2p, b2)
-    h1p = math.degrees(math.atan2(b1, a1p)) % 360 if c1p else 0.0
-    h2p = math.degrees(math.atan2(b2, a2p)) % 360 if c2p else 0.0
-    dh = 0.0 if c1p * c2p == 0 else (h2p - h1p + 180) % 360 - 180
-    d_l, d_c = l2 - l1, c2p - c1p
-    d_h = 2 * math.sqrt(c1p * c2p) * math.sin(math.radians(dh / 2))
-    l_mean, cp_mean = (l1 + l2) / 2, (c1p + c2p) / 2
-    if c1p * c2p == 0:
-        h_mean = h1p + h2p
-    elif abs(h1p - h2p) <= 180:
-        h_mean = (h1p + h2p) / 2
-    else:
-        h_mean = (h1p + h2p + 360) / 2 if h1p + h2p < 360 else (h1p + h2p - 360) / 2
-    t = (1 - 0.17 * math.cos(math.radians(h_mean - 30)) + 0.24 * math.cos(math.radians(2 * h_mean))
-         + 0.32 * math.cos(math.radians(3 * h_mean + 6)) - 0.20 * math.cos(math.radians(4 * h_mean - 63)))
-    d_theta = 30 * math.exp(-(((h_mean - 275) / 25) ** 2))
-    r_c = 2 * math.sqrt(cp_mean ** 7 / (cp_mean ** 7 + 25 ** 7))
-    s_l = 1 + 0.015 * (l_mean - 50) ** 2 / math.sqrt(20 + (l_mean - 50) ** 2)
-    s_c, s_h = 1 + 0.045 * cp_mean, 1 + 0.015 * cp_mean * t
-    r_t = -math.sin(math.radians(2 * d_theta)) * r_c
-    return math.sqrt((d_l / s_l) ** 2 + (d_c / s_c) ** 2 + (d_h / s_h) ** 2 + r_t * (d_c / s_c) * (d_h / s_h))
+def ciede2000(lab1, lab2) -> float:
+    """The CIEDE2000 colour difference (kL = kC = kH = 1), colour-science's (Sharma, Wu and Dalal 2005)."""
+    import colour
+
+    return float(colour.delta_E(lab1, lab2, method="CIE 2000"))
 
 
 def closest_colours(colours: list[str]) -> tuple[float, str, str, str] | None:
     """The smallest CIEDE2000 between two of ``colours`` under any deficiency (or normal vision):
     (distance, colour, colour, vision), or None for fewer than two colours."""
+    import colour
+    import numpy as np
+
+    if len(colours) < 2:
+        return None
+    i, j = np.triu_indices(len(colours), k=1)
     found = None
     for vision in (None, *MACHADO):
-        labs = [lab(c, vision) for c in colours]
-        for i in range(len(colours)):
-            for j in range(i + 1, len(colours)):
-                d = ciede2000(labs[i], labs[j])
-                if found is None or d < found[0]:
-                    found = (d, colours[i], colours[j], vision or "normal vision")
+        labs = _labs(colours, vision)
+        distances = colour.delta_E(labs[i], labs[j], method="CIE 2000")
+        k = int(np.argmin(distances))
+        if found is None or distances[k] < found[0]:
+            found = (float(distances[k]), colours[i[k]], colours[j[k]], vision or "normal vision")
     return found
 
 

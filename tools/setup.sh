@@ -133,7 +133,7 @@ if [ "$site" = yes ]; then
     echo "setup: the site is tested with Quarto ${QUARTO_VERSION}, not ${version}" >&2
   fi
 
-  # A real browser for tests/site/test_site.py (language switch, chooser, search). Only from the system's
+  # A real browser for tests/site/ (language switch, chooser, search, page views). Only from the system's
   # packages: nothing downloads a browser at run time.
   if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then

@@ -16,6 +16,7 @@ The site's layout, from tools/build_site.sh and the profiles:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import sys
@@ -103,11 +104,23 @@ class TreeBuilder(HTMLParser):
         self.node.children.append(data)
 
 
-_PARSED: dict[tuple[Path, float], Element] = {}
+_DIGESTS: dict[tuple[Path, int, int], bytes] = {}
+_PARSED: dict[bytes, Element] = {}
+
+
+def digest(path: Path) -> bytes:
+    """A digest of the file's bytes, computed once per version of the file (path, mtime and size)."""
+    stat = path.stat()
+    key = (path, stat.st_mtime_ns, stat.st_size)
+    if key not in _DIGESTS:
+        _DIGESTS[key] = hashlib.blake2b(path.read_bytes(), digest_size=16).digest()
+    return _DIGESTS[key]
 
 
 def parse(path: Path) -> Element:
-    key = (path, path.stat().st_mtime)
+    """The page's tree, parsed once per content: a copy of the site (tests/site/test_site.py breaks one
+    page of a copy per test) reuses the trees of every page it did not change."""
+    key = digest(path)
     if key not in _PARSED:
         builder = TreeBuilder()
         builder.feed(path.read_text(encoding="utf-8"))
@@ -352,12 +365,12 @@ def check_images(root: Path, site: Path) -> list[str]:
     return problems
 
 
-_IDS: dict[tuple[Path, float], set[str]] = {}
+_IDS: dict[bytes, set[str]] = {}
 
 
 def ids(path: Path) -> set[str]:
-    """The ids of a page (computed once per version of the file: check_links asks for every link)."""
-    key = (path, path.stat().st_mtime)
+    """The ids of a page (computed once per content of the file: check_links asks for every link)."""
+    key = digest(path)
     if key not in _IDS:
         _IDS[key] = {e.attrs["id"] for e in parse(path).iter() if "id" in e.attrs}
     return _IDS[key]

@@ -196,49 +196,18 @@ def test_missing_bibliography(book):
     assert mentions(problems, "references.bib", "does not exist")
 
 
-def test_broken_link(book, pair):
-    en, _ = pair
-    problems = new_problems(bookcheck.check_links, book, lambda: add_markdown(
-        en, "[gone](no-such-chapter.ipynb) and ![](img/none.png)"))
-    assert mentions(problems, name(book, en), "no-such-chapter.ipynb")
-    assert mentions(problems, name(book, en), "img/none.png")
-
-
-def test_links_that_resolve(book, pair):
-    en, ja = pair
-    text = (f"[twin](../ja/{ja.name}), [html](../ja/{ja.stem}.html#top), [root](/index.qmd), "
-            "[web](https://quarto.org), [mail](mailto:a@b.c), [here](#top)")
-    assert new_problems(bookcheck.check_links, book, lambda: add_markdown(en, text)) == []
-
-
 def test_included_file_needs_root_links(book):
     preface = book / "chapters" / "en" / "_preface.qmd"
-    problems = new_problems(bookcheck.check_links, book, lambda: preface.write_text(
+    problems = new_problems(bookcheck.check_includes, book, lambda: preface.write_text(
         preface.read_text(encoding="utf-8") + "\n[relative](01-anything.ipynb)\n", encoding="utf-8"))
     assert mentions(problems, "chapters/en/_preface.qmd", "must start with /")
 
 
 def test_missing_include(book):
     index = book / "index.qmd"
-    problems = new_problems(bookcheck.check_links, book, lambda: index.write_text(
+    problems = new_problems(bookcheck.check_includes, book, lambda: index.write_text(
         index.read_text(encoding="utf-8") + "\n{{< include chapters/en/_gone.qmd >}}\n", encoding="utf-8"))
     assert mentions(problems, "index.qmd", "_gone.qmd")
-
-
-def test_link_to_missing_label(book, pair):
-    en, ja = pair
-    problems = new_problems(bookcheck.check_link_anchors, book, lambda: add_markdown(
-        ja, f"[there](../en/{en.name}#sec-nowhere) and [here](#fig-nowhere)"))
-    assert mentions(problems, name(book, ja), "sec-nowhere", name(book, en))
-    assert mentions(problems, name(book, ja), "fig-nowhere")
-
-
-def test_links_to_labels_that_exist(book, pair):
-    en, _ = pair
-    label = next(label for _, label in bookcheck.labels(en) if label.startswith("sec-"))
-    text = (f"[a](../en/{en.name}#{label}), [b](../en/{en.stem}.html#{label}), [c](#{label}), "
-            f"[heading]({en.name}#some-heading), [web](https://example.org/#sec-elsewhere)")
-    assert new_problems(bookcheck.check_link_anchors, book, lambda: add_markdown(en, text)) == []
 
 
 def test_profile_lists_missing_chapter(book):

@@ -1,16 +1,16 @@
 """The website as its readers see it: both editions rendered by Quarto, checked as files and in a browser.
 
-The session builds the site once with ``bash tools/build_site.sh`` (as .ci/run and the README's test
-command do), then
+The site is built once per test run with ``bash tools/build_site.sh`` (as .ci/run and the README's test
+command do; the ``site`` fixture of tests/site/conftest.py, shared with test_site_views.py). This file
 
 * runs every check of tools/sitecheck.py on it (numbering, chapter mentions, cross-references, the
   build log, images, links and anchors, ``<html lang>``, twins, search index, notebook links), and
   each of them on a copy broken on purpose, where it must report the break;
 * drives Debian's Chromium with Selenium (no browser is ever downloaded): the chooser under file://
-  and HTTP, search in both languages, and one pass per width over every page of both editions
-  (``views``: 1280 px over HTTP, 390 px over file://), each page loaded once, in which the layout
-  checks, axe-core (at 1280 px) and the language links are all run; the whole file took 1054 s with
-  a page load per check and a click per language link, 553 s so (both on a loaded two-core machine).
+  and HTTP, search in both languages, the language link on a phone, and every interactive figure.
+
+Every page of both editions at two widths (layout, axe-core, language links) is test_site_views.py's,
+which pytest-xdist runs on the other worker at the same time.
 
 Without Quarto or Chromium these tests are skipped with a reason that says how to install them,
 except under ``CI=true``, where a missing tool is a failure: CI must never pass by skipping them.
@@ -19,77 +19,15 @@ except under ``CI=true``, where a missing tool is a failure: CI must never pass 
 from __future__ import annotations
 
 import functools
-import http.server
-import os
 import re
 import shutil
-import subprocess
-import threading
-import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tools import figure_fonts, sitecheck
-from tools.screenshots import CHROMIUM_ARGS, QuietHandler
-
-ROOT = Path(__file__).resolve().parents[2]
-IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
-LANGS = ("en", "ja")
-
-
-def missing(what: str, how: str) -> None:
-    """Skip the test outside CI; fail it under CI=true."""
-    message = f"{what} is not installed: {how}"
-    if IN_CI:
-        pytest.fail(f"{message} (CI=true: the site tests must run, not skip)")
-    pytest.skip(message)
-
-
-def quarto_command() -> str | None:
-    if os.environ.get("QUARTO"):
-        return os.environ["QUARTO"]
-    venv_quarto = ROOT / ".venv" / "bin" / "quarto"
-    return shutil.which("quarto") or (str(venv_quarto) if venv_quarto.exists() else None)
-
-
-def git_status() -> str | None:
-    """`git status --porcelain` of the checkout, or None outside a git work tree."""
-    try:
-        result = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=ROOT,
-                                capture_output=True, text=True, check=True)
-    except (OSError, subprocess.CalledProcessError):
-        return None
-    return result.stdout
-
-
-@dataclass
-class Built:
-    path: Path
-    seconds: float
-    status_before: str | None
-    status_after: str | None
-
-
-@pytest.fixture(scope="session")
-def site() -> Built:
-    """The site, built once per test session from the current sources."""
-    quarto = quarto_command()
-    if quarto is None:
-        missing("Quarto", "run 'bash tools/setup.sh', or install Quarto 1.7.34 "
-                "(conda install -c conda-forge quarto, pip install quarto-cli, https://quarto.org)")
-    before = git_status()
-    start = time.perf_counter()
-    result = subprocess.run(["bash", "tools/build_site.sh"], cwd=ROOT, capture_output=True, text=True,
-                            env={**os.environ, "QUARTO": quarto})
-    seconds = time.perf_counter() - start
-    if result.returncode != 0:
-        pytest.fail(f"bash tools/build_site.sh failed ({result.returncode}):\n"
-                    f"{result.stdout[-4000:]}\n{result.stderr[-4000:]}")
-    print(f"\nsite built in {seconds:.0f} s (both editions)")
-    return Built(ROOT / "_site", seconds, before, git_status())
+from site_session import LANGS, ROOT, Built, base_url, site_path, wait_for
+from tools import sitecheck
 
 
 # ---------------------------------------------------------------------------------------------
@@ -179,13 +117,26 @@ def test_an_unresolved_cross_reference_is_found(broken: Path) -> None:
 
 
 def test_a_broken_image_link_and_anchor_are_found(broken: Path) -> None:
+    """The one check of links, images and anchors (tools/bookcheck.py checks only includes): a missing page,
+    image or id is reported, in this page or another; links that resolve, to the twin, an id there or
+    here, a folder, another site or an address, are not."""
     page = broken / "en" / "chapters" / "en" / "04-multi-head-attention.html"
     image = next(page.parent.glob("04-multi-head-attention_files/figure-html/*.png"))
     image.unlink()
+    where = "en/chapters/en/04-multi-head-attention.html"
     edit(page, '<main class="content" id="quarto-document-content">',
-         '<main class="content" id="quarto-document-content"><a href="03-masking.html#sec-nowhere">3</a>')
-    assert any(image.name in p for p in sitecheck.check_images(ROOT, broken))
-    assert any("no id 'sec-nowhere'" in p for p in sitecheck.check_links(ROOT, broken))
+         '<main class="content" id="quarto-document-content"><a href="03-masking.html#sec-nowhere">3</a>'
+         '<a href="no-such-chapter.html">gone</a><img src="img/none.png" alt=""><a href="#fig-nowhere">here</a>'
+         '<a href="../../../ja/chapters/ja/04-multi-head-attention.html#sec-mha">twin</a><a href="#sec-shapes">'
+         'shapes</a><a href="../../">home</a><a href="https://quarto.org">web</a><a href="mailto:a@b.c">mail</a>')
+    images = sitecheck.check_images(ROOT, broken)
+    assert any(image.name in p for p in images)
+    assert f"{where}: image img/none.png does not exist" in images and len(images) == 2
+    assert sorted(sitecheck.check_links(ROOT, broken)) == sorted([
+        f"{where}: link 03-masking.html#sec-nowhere: no id 'sec-nowhere' in en/chapters/en/03-masking.html",
+        f"{where}: link no-such-chapter.html leads to a missing file",
+        f"{where}: link #fig-nowhere: no id 'fig-nowhere' in {where}",
+        f"{where}: link {image.relative_to(page.parent).as_posix()} leads to a missing file"])  # the figure's zoom link
 
 
 def test_a_stale_downloadable_notebook_is_found(broken: Path) -> None:
@@ -207,111 +158,7 @@ def test_an_unfolded_or_missing_solution_is_found(broken: Path) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# In a real browser: Debian's Chromium driven by Selenium
-
-
-def chromium_paths() -> tuple[str, str]:
-    # Debian's chromium here; GitHub's Ubuntu runners have Chrome and put chromedriver in $CHROMEWEBDRIVER.
-    browser = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
-    driver = shutil.which("chromedriver") or shutil.which(
-        "chromedriver", path=os.environ.get("CHROMEWEBDRIVER", "") or None)
-    if not browser or not driver:
-        missing("Chromium", "install Debian's chromium, chromium-driver and fonts-noto-cjk "
-                "(bash tools/setup.sh does it as root)")
-    try:
-        import selenium  # noqa: F401
-    except ImportError:
-        missing("selenium", "pip install -e '.[test]'")
-    return browser, driver
-
-
-@pytest.fixture(scope="session")
-def browser() -> Iterator[Callable[[str], object]]:
-    """Headless Chromium with a given preferred language: one per language, closed at the end."""
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    binary, driver_path = chromium_paths()
-    started: dict[str, object] = {}
-
-    def start(language: str = "en-US"):
-        if language in started:
-            return started[language]
-        options = webdriver.ChromeOptions()
-        options.binary_location = binary
-        # tools.screenshots.CHROMIUM_ARGS: no host but the loopback resolves, so the tests never
-        # depend on the network (the site serves its own MathJax). "eager": a page counts as loaded
-        # when its DOM is ready.
-        options.page_load_strategy = "eager"
-        for arg in (*CHROMIUM_ARGS, "--window-size=1280,900", f"--lang={language}"):
-            options.add_argument(arg)
-        options.add_experimental_option("prefs", {"intl.accept_languages": language})
-        started[language] = webdriver.Chrome(service=Service(driver_path), options=options)
-        return started[language]
-
-    yield start
-    for driver in started.values():
-        driver.quit()
-
-
-@pytest.fixture(scope="session")
-def server(site: Built) -> Iterator[str]:
-    """The site over HTTP on the loopback interface, as GitHub Pages would serve it."""
-    handler = functools.partial(QuietHandler, directory=str(site.path))
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
-
-
-def base_url(protocol: str, site: Built, server: str) -> str:
-    return server if protocol == "http" else site.path.resolve().as_uri()
-
-
-def wait_for(driver, condition: Callable[[object], object], what: str, seconds: float = 10.0):
-    from selenium.common.exceptions import TimeoutException
-    from selenium.webdriver.support.ui import WebDriverWait
-    try:
-        return WebDriverWait(driver, seconds).until(condition)
-    except TimeoutException:
-        raise AssertionError(f"timed out after {seconds} s waiting for {what} at {driver.current_url}")
-
-
-def site_path(url: str, base: str) -> str:
-    """The page's path inside the site, with a folder read as its index.html."""
-    path = url.split("#")[0].split("?")[0].removeprefix(base).lstrip("/")
-    return path + "index.html" if path.endswith("/") or not path else path
-
-
-def every_page() -> list[str]:
-    return [f"{lang}/{page.html}" for lang in LANGS for page in sitecheck.book_pages(ROOT, lang)]
-
-
-@pytest.mark.parametrize("protocol", ["http", "file"])
-def test_language_switch_leads_to_the_same_page(views, protocol: str) -> None:
-    """On every page, every language link (the visible one a reader clicks and any folded away) leads
-    to the same page in the other edition, which exists: it has the other language and a title.
-
-    A link is a plain <a href> (site/lang-switch.html), so its resolved href is where a click lands;
-    the twin is itself a page of the same pass. Over HTTP at 1280 px, over file:// at 390 px (VIEWS)."""
-    width = next(w for w, (proto, _) in VIEWS.items() if proto == protocol)
-    seen = {page: view for (w, page), view in views.items() if w == width}
-    problems = []
-    for page, view in seen.items():
-        twin = sitecheck.twin_page(page)
-        if not any(link["visible"] for link in view["links"]):
-            problems.append(f"{page}: no visible language link")
-        for link in view["links"]:
-            if site_path(link["href"], view["base"]) != twin:
-                problems.append(f"{page}: a language link leads to {link['href']}, not {twin}")
-        landed = seen.get(twin)
-        if landed is None:
-            problems.append(f"{page}: its twin {twin} is not a page of the book")
-        elif (landed["lang"], bool(landed["title"])) != (page[:2] == "en" and "ja" or "en", True):
-            problems.append(f"{page}: its twin {twin} has lang {landed['lang']!r} and title {landed['title']!r}")
-    assert len(seen) == len(every_page())
-    assert not problems, "\n" + "\n".join(problems)
+# In a real browser: Debian's Chromium driven by Selenium (the browser, server fixtures: conftest.py)
 
 
 @pytest.mark.parametrize("protocol", ["file", "http"])
@@ -408,238 +255,6 @@ def test_a_remote_script_or_font_is_found(broken: Path) -> None:
         f"ja/site_libs/bootstrap/{css.name}: loads https://fonts.googleapis.com/css2?family=X"]
 
 
-def test_equations_are_typeset_from_the_site_itself(views) -> None:
-    """MathJax comes from _site/<lang>/site_libs/mathjax by a relative url: typeset under file://."""
-    for lang in LANGS:
-        page = f"{lang}/chapters/{lang}/01-positional-encoding.html"
-        view = views[390, page]
-        assert view["base"].startswith("file:"), view["base"]
-        assert view["typeset"] > 10, f"{lang}: only {view['typeset']} typeset formulas (MathJax did not load?)"
-
-
-# ---------------------------------------------------------------------------------------------
-# Layout: every page, both editions, on a phone and a desktop, with the equations typeset
-
-# Waits for MathJax (and the fonts) before measuring; `done` is Selenium's callback.
-TYPESET = """
-var done = arguments[arguments.length - 1], width = arguments[0];
-var p = window.MathJax && MathJax.startup && MathJax.startup.promise;
-Promise.all([p || Promise.resolve(), document.fonts ? document.fonts.ready : null]).then(function () {
-"""
-
-# One function per page: every finding as [element, what is wrong], given to `report`. Folded
-# solutions are opened first, since a reader can open them.
-LAYOUT_FUNCTION = r"""
-function attnbookLayout(width, report) {
-  document.querySelectorAll(".callout-collapse.collapse").forEach(function (e) {
-    e.classList.add("show");
-    e.dispatchEvent(new Event("shown.bs.collapse", {bubbles: true}));  // as Bootstrap does on opening
-  });
-  var out = [];
-  // Measured in the next frame. Opening a solution (the "show" class) lays it out at once, and
-  // site/math-overflow.html and site/table-stack.html refit on shown.bs.collapse synchronously, inside
-  // dispatchEvent above; site/accessibility.html's 50 ms timer only adds tabindex, which nothing here
-  // reads. (A fixed 100 ms wait here cost 6 s a session, 58 page views.)
-  requestAnimationFrame(function () {
-  function label(el) {
-    var name = el.tagName.toLowerCase() + (el.className && typeof el.className === "string"
-      ? "." + el.className.trim().split(/\s+/).slice(0, 2).join(".") : "");
-    var sec = el.closest("section[id]"), cell = el.closest(".cell[id], figure[id], div[id^=tbl-]");
-    var where = (cell && cell.id) || (sec && sec.id) || "";
-    var text = (el.textContent || "").replace(/\s+/g, " ").trim().slice(0, 40);
-    return name + (where ? " in #" + where : "") + " «" + text + "»";
-  }
-  function visible(el) {
-    var r = el.getBoundingClientRect(), s = getComputedStyle(el);
-    return r.width > 0 && r.height > 0 && s.visibility !== "hidden" && s.display !== "none";
-  }
-  var root = document.documentElement;
-  // On a phone an overflowing page is zoomed out: innerWidth grows with it.
-  var wide = Math.max(root.scrollWidth, innerWidth);
-  if (wide > width) {
-    // Name the culprits: visible elements that stick out past the screen while their parent does not.
-    // (Not fixed bars, which follow the zoomed-out viewport, nor what scrolls inside a box.)
-    var culprits = Array.prototype.filter.call(document.body.querySelectorAll("*"), function (el) {
-      var r = el.getBoundingClientRect(), p = el.parentElement && el.parentElement.getBoundingClientRect();
-      if (!(r.width > 0 && r.right > width + 1 && p && p.right <= width + 1)) return false;
-      for (var a = el; a && a !== document.body; a = a.parentElement) {
-        var s = getComputedStyle(a);
-        if (s.position === "fixed" || (a !== el && s.overflowX !== "visible")) return false;
-      }
-      return true;
-    }).slice(0, 3).map(label);
-    out.push(["page", "the page is " + wide + " px wide on a " + width + " px screen" +
-              (culprits.length ? " (sticking out: " + culprits.join("; ") + ")" : "")]);
-  }
-  // The language link and search, visible and inside the viewport.
-  ["a.lang-switch", ".quarto-search-button, #quarto-search .aa-DetachedSearchButton, #quarto-search"].forEach(function (sel) {
-    var shown = Array.prototype.filter.call(document.querySelectorAll(sel), visible);
-    var inside = shown.filter(function (el) {
-      var r = el.getBoundingClientRect();
-      return r.left >= 0 && r.right <= width && r.top >= 0 && r.bottom <= innerHeight;
-    });
-    if (!inside.length) out.push(["top bar", sel.split(",")[0] + " is not visible inside the viewport"]);
-  });
-  var main = document.querySelector("main#quarto-document-content") || document.querySelector("main");
-  var column = main.getBoundingClientRect();
-  var toc = document.querySelector("#quarto-margin-sidebar");
-  var tocLeft = toc && visible(toc) && toc.getBoundingClientRect().width > 0 ? toc.getBoundingClientRect().left : Infinity;
-  var boxes = main.querySelectorAll('mjx-container, .cell-output pre, div.sourceCode, pre, table');
-  boxes.forEach(function (el) {
-    if (!visible(el) || el.closest(".column-margin, .column-page, .column-screen, .column-body-outset")) return;
-    if (el.tagName === "PRE" && el.parentElement.closest("div.sourceCode, .cell-output")) return;
-    var r = el.getBoundingClientRect();
-    if (r.right > Math.min(column.right, width) + 1 || r.left < Math.max(column.left, 0) - 1)
-      out.push([label(el), "is " + Math.round(r.width) + " px wide and spills past the column (" +
-                Math.round(column.left) + "-" + Math.round(column.right) + " px)"]);
-    if (r.right > tocLeft + 1 && r.top < toc.getBoundingClientRect().bottom)
-      out.push([label(el), "overlaps the table of contents"]);
-    // An equation's number stays in sight, beside or under its formula, never over it
-    // (site/math-overflow.html): on a phone (4.3) had its number past the screen's edge.
-    if (el.tagName === "MJX-CONTAINER") el.querySelectorAll("mjx-labels mjx-mtd").forEach(function (tag) {
-      var t = tag.getBoundingClientRect(), f = el.querySelector("mjx-mtable[side] > mjx-table");
-      var fr = f && f.getBoundingClientRect();
-      if (t.width > 0 && (t.right > r.right + 1 || t.left < r.left - 1))
-        out.push([label(el), "has its number " + tag.textContent + " outside its box (" + Math.round(t.left) +
-                  "-" + Math.round(t.right) + " px in " + Math.round(r.left) + "-" + Math.round(r.right) + " px)"]);
-      else if (fr && t.width > 0 && t.left < fr.right - 1 && t.right > fr.left + 1 && t.top < fr.bottom - 1 &&
-               t.bottom > fr.top + 1)
-        out.push([label(el), "has its number " + tag.textContent + " over its formula"]);
-    });
-    // On a phone a table never scrolls sideways: one too wide is stacked (site/table-stack.html).
-    if (width < 600 && el.tagName === "TABLE" && el.scrollWidth > el.clientWidth + 1) {
-      out.push([label(el), "scrolls sideways on a phone (" + el.scrollWidth + " px in " + el.clientWidth +
-                " px): a wide table must be stacked, one block per row"]);
-      return;
-    }
-    // Content wider than its box: it must scroll inside the box (its own or a wrapper's) with a cue.
-    var box = el, inner = el.tagName === "DIV" ? el.querySelector("pre") || el : el;
-    if (inner.scrollWidth <= inner.clientWidth + 1 && el.scrollWidth <= el.clientWidth + 1) return;
-    var scroller = [inner, el, el.parentElement].find(function (e) {
-      var o = getComputedStyle(e).overflowX;
-      return (o === "auto" || o === "scroll") && e.scrollWidth > e.clientWidth + 1;
-    });
-    if (!scroller) { out.push([label(el), "is cut: its content is " + inner.scrollWidth + " px in a " + inner.clientWidth + " px box that does not scroll"]); return; }
-    var s = getComputedStyle(scroller);
-    var bar = scroller.offsetHeight - scroller.clientHeight - parseFloat(s.borderTopWidth) - parseFloat(s.borderBottomWidth);
-    var cue = bar >= 4 || /gradient/.test(s.backgroundImage) || scroller.classList.contains("scroll-cue");
-    if (!cue) out.push([label(el), "scrolls (" + scroller.scrollWidth + " px in " + scroller.clientWidth + " px) with no visible cue"]);
-  });
-  report(out);
-  });
-}
-"""
-
-# What one load of a page gives, once MathJax has typeset it: its language links (resolved href and
-# whether a reader sees them), <html lang>, title, number of typeset formulas; then, when axe-core was
-# injected, its serious and critical violations (before the layout check opens folded solutions, so
-# axe sees the page as loaded); then the layout findings.
-VIEW_JS = TYPESET + LAYOUT_FUNCTION + r"""
-  function shown(el) {
-    var r = el.getBoundingClientRect(), s = getComputedStyle(el);
-    return r.width > 0 && r.height > 0 && s.visibility !== "hidden" && s.display !== "none";
-  }
-  var view = {
-    links: Array.prototype.map.call(document.querySelectorAll("a.lang-switch"), function (a) {
-      return {href: a.href, visible: shown(a)}; }),
-    lang: document.documentElement.lang, title: document.title,
-    typeset: document.querySelectorAll("mjx-container").length, axe: null, layout: null,
-    column: (function (m) { return m ? m.getBoundingClientRect().width : null; })(
-      document.querySelector("main#quarto-document-content"))};
-  var audit = window.axe ? axe.run(document, {resultTypes: ["violations"]}).then(function (r) {
-    return r.violations.filter(function (v) { return v.impact === "serious" || v.impact === "critical"; })
-      .map(function (v) { return {id: v.id, impact: v.impact, help: v.help,
-        nodes: v.nodes.slice(0, 5).map(function (n) { return n.target.join(" "); }), count: v.nodes.length}; });
-  }, function (e) { return [{id: "axe-error", impact: "critical", help: String(e), nodes: [], count: 1}]; })
-    : Promise.resolve(null);
-  audit.then(function (found) {
-    view.axe = found;
-    if (!width) { done(view); return; }
-    attnbookLayout(width, function (out) { view.layout = out; done(view); });
-  });
-});
-"""
-
-# Each width is one pass over every page of both editions, each page loaded once: at 1280 px over
-# HTTP, as GitHub Pages serves the site, with axe-core; at 390 px (a phone) over file://, as a
-# downloaded copy opens. Layout and language links are checked in both.
-VIEWS = {1280: ("http", 900), 390: ("file", 844)}
-LAYOUT_WIDTHS = {width: height for width, (_, height) in VIEWS.items()}
-
-
-@pytest.fixture(scope="session")
-def views(site: Built, server: str, browser) -> dict[tuple[int, str], dict]:
-    """Every page at each width of VIEWS, loaded once: what VIEW_JS found there (plus the base url),
-    and for the chooser (index.html#choose, key (0, ...)) axe-core's findings only."""
-    if not AXE.is_file():
-        missing("axe-core", "run 'npm ci' (bash tools/setup.sh does) to install node_modules/axe-core")
-    axe = AXE.read_text(encoding="utf-8")
-    driver = browser()
-    found: dict[tuple[int, str], dict] = {}
-    start = time.perf_counter()
-    try:
-        for width, (protocol, height) in VIEWS.items():
-            base = base_url(protocol, site, server)
-            driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
-                "width": width, "height": height, "deviceScaleFactor": 1, "mobile": width < 600})
-            for page in every_page():
-                driver.get(f"{base}/{page}")
-                if protocol == "http":
-                    driver.execute_script(axe)
-                found[width, page] = {**driver.execute_async_script(VIEW_JS, width), "base": base}
-        driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
-        driver.get(f"{server}/index.html#choose")
-        driver.execute_script(axe)
-        found[0, "index.html#choose"] = {**driver.execute_async_script(VIEW_JS, 0), "base": server}
-    finally:
-        driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
-    print(f"\n{len(found)} page views (layout, axe-core, language links) in {time.perf_counter() - start:.0f} s")
-    return found
-
-
-@pytest.fixture(scope="session")
-def layout(views) -> dict[tuple[int, str], list[tuple[str, str]]]:
-    """Every page at each width, its layout findings (element, what is wrong) from LAYOUT_FUNCTION."""
-    return {key: [tuple(f) for f in view["layout"]] for key, view in views.items() if key[0]}
-
-
-def report(findings: dict[tuple[int, str], list[tuple[str, str]]], keep: Callable[[str, str], bool]) -> str:
-    lines = []
-    for (width, page), found in findings.items():
-        for element, what in found:
-            if keep(element, what):
-                lines.append(f"{page} at {width} px: {element} {what}")
-    return "\n".join(lines)
-
-
-@pytest.mark.parametrize("width", list(LAYOUT_WIDTHS))
-def test_no_page_is_wider_than_the_screen_and_the_top_bar_fits(layout, width: int) -> None:
-    problems = report({k: v for k, v in layout.items() if k[0] == width},
-                      lambda element, what: element in ("page", "top bar"))
-    assert not problems, "\n" + problems
-
-
-@pytest.mark.parametrize("width", list(LAYOUT_WIDTHS))
-def test_wide_equations_outputs_code_and_tables_scroll_in_their_own_box(layout, width: int) -> None:
-    """No display equation, output, code block or table wider than the column or over the table of
-    contents; content wider than its box scrolls inside it, with a visible cue (a scrollbar)."""
-    problems = report({k: v for k, v in layout.items() if k[0] == width},
-                      lambda element, what: element not in ("page", "top bar"))
-    assert not problems, "\n" + problems
-
-
-def test_figure_text_is_sized_for_the_measured_column(views) -> None:
-    """tools.figure_fonts reads a figure's smallest text on the page from the text column's width at 1280 and
-    390 px (COLUMN_PX, PHONE_COLUMN_PX): every chapter's column is that wide."""
-    expected = {1280: figure_fonts.COLUMN_PX, 390: figure_fonts.PHONE_COLUMN_PX}
-    chapters = [(width, page, view["column"]) for (width, page), view in views.items()
-                if width in expected and re.search(r"/\d\d-[^/]+\.html$", page)]
-    assert len(chapters) >= 2 * len(LANGS) * 10
-    wrong = [f"{page} at {width} px: {column} px, figure_fonts says {expected[width]}"
-             for width, page, column in chapters if column is None or abs(column - expected[width]) > 1]
-    assert not wrong, "\n" + "\n".join(wrong)
-
-
 def test_japanese_references_read_naturally(site: Built) -> None:
     """「Press, Smith, と Lewis 2022」 was CSL's Japanese "and"; site/book.csl keeps the Latin form."""
     html = (site.path / "ja" / "chapters" / "ja" / "references.html").read_text("utf-8")
@@ -647,26 +262,6 @@ def test_japanese_references_read_naturally(site: Built) -> None:
     text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", html))
     assert not re.search(r",\s*と\s", text), re.search(r".{40},\s*と\s.{20}", text)
     assert "Press, Smith, and Lewis" in text and "On Layer Normalization in the Transformer" in text
-
-
-# ---------------------------------------------------------------------------------------------
-# Accessibility: axe-core (npm, pinned in package-lock.json) on every page of both editions
-
-AXE = ROOT / "node_modules" / "axe-core" / "axe.min.js"
-
-
-@pytest.fixture(scope="session")
-def axe_results(views) -> dict[str, list[dict]]:
-    """The serious and critical violations axe-core finds on every page (at 1280 px) and the chooser."""
-    results = {page: view["axe"] for (width, page), view in views.items() if width in (0, 1280)}
-    assert len(results) == len(every_page()) + 1 and all(r is not None for r in results.values())
-    return results
-
-
-def test_axe_finds_no_serious_or_critical_violation(axe_results: dict[str, list[dict]]) -> None:
-    problems = [f"{page}: {v['impact']} {v['id']} ({v['help']}) on {v['count']} element(s): "
-                + ", ".join(v["nodes"]) for page, found in axe_results.items() for v in found]
-    assert not problems, "\n" + "\n".join(problems)
 
 
 # ---------------------------------------------------------------------------------------------

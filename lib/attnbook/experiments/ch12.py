@@ -47,10 +47,32 @@ from ..linear_attention import LinearAttention
 from ..lm import NextTokenModel
 from ..nn import count_parameters
 from .ch10 import associative_recall
+from .ch11 import locked
 from .store import RESULTS, RunInfo, read_csv, read_json, source_folder, write_csv
 
-MODELS = ("attention", "linear", "retention", "ssd", "delta", "gated-delta")
-"""The token mixers compared, softmax attention first."""
+MODELS = ("attention", "attention-conv", "linear", "retention", "ssd", "delta", "gated-delta")
+"""The token mixers compared, softmax attention first (without and with the short convolution)."""
+
+
+class ShortConvAttention(eqx.Module):
+    """Softmax attention after a short causal depthwise convolution of its input, ``out[t] = sum_j w[j] x[t - j]``
+    over ``conv`` tokens: the linear layers' convolution given to attention too, as Zoology's current MQAR configs
+    do (a convolution mixer before every sequence mixer, attention included: their README's note 2)."""
+
+    w_conv: jax.Array  # (conv, d_model)
+    attention: eqx.Module
+
+    def __init__(self, attention, d_model: int, conv: int, *, key):
+        from ..nn import init
+
+        self.attention = attention
+        self.w_conv = init(key, (_checks.positive_int("conv", conv), d_model), "fan-in", fan_in=conv)
+
+    def __call__(self, x, **options):
+        size, length = self.w_conv.shape[0], x.shape[0]
+        rows = jnp.concatenate([jnp.zeros((size - 1, x.shape[1]), x.dtype), x], axis=0)
+        mixed = sum(self.w_conv[j] * rows[size - 1 - j:size - 1 - j + length] for j in range(size))
+        return self.attention(mixed, **options)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,6 +131,10 @@ def recall_model(model: str, *, pairs: int, heads: int, seed: int, settings: Set
                           depth=s.depth, heads=heads, key=jax.random.key(seed))
     if model == "attention":
         return base
+    if model == "attention-conv":
+        mixers = tuple(ShortConvAttention(b.mixer, s.d_model, s.conv, key=jax.random.fold_in(jax.random.key(seed), 1000 + i))
+                       for i, b in enumerate(base.blocks))
+        return eqx.tree_at(lambda m: tuple(b.mixer for b in m.blocks), base, mixers)
     mixers = tuple(LinearAttention(s.d_model, heads, s.d_model // heads, rule=model, conv=s.conv, form=s.form,
                                    chunk=s.chunk, key=jax.random.fold_in(jax.random.key(seed), 1000 + b)) for b in range(s.depth))
     return eqx.tree_at(lambda m: tuple(b.mixer for b in m.blocks), base, mixers)
@@ -119,8 +145,9 @@ def state_numbers(model: str, heads: int, context: int, settings: Settings = SET
     token (``2 d_model`` a token), a linear layer's state and convolution window
     (:meth:`~attnbook.linear_attention.LinearAttention.state_bytes` / 4), the same at every ``context``."""
     s = settings
-    if model == "attention":
-        return 2 * s.d_model * _checks.nonnegative_int("context", context)
+    if model in ("attention", "attention-conv"):
+        window = (s.conv - 1) * s.d_model if model == "attention-conv" else 0
+        return 2 * s.d_model * _checks.nonnegative_int("context", context) + window
     layer = LinearAttention(s.d_model, heads, s.d_model // heads, rule=model, conv=s.conv, key=jax.random.key(0))
     return layer.state_bytes(4) // 4
 
@@ -191,6 +218,151 @@ def recall_rows(model: str, pairs: int, heads: int, settings: Settings = SETTING
     return rows, dict(wall=round(time.time() - wall, 1), cpu=round(time.process_time() - cpu, 1))
 
 
+
+# ---------------------------------------------------------------------------------------------
+# Cost: what a layer keeps to decode the next token, and the time of one decoding step
+
+
+@dataclasses.dataclass(frozen=True)
+class Decoding:
+    """The sizes of chapter 12's decoding-cost run (:data:`DECODING`)."""
+
+    d_model: int = 256
+    heads: int = 4
+    key_dim: int = 64
+    conv: int = 4
+    models: tuple[str, ...] = ("attention", "linear", "ssd", "gated-delta")
+    contexts: tuple[int, ...] = (256, 1024, 4096, 16384)
+    steps: int = 32  # one-token steps decoded after the cache holds context - steps tokens
+    repeats: int = 9  # runs timed; the fastest is kept
+
+    def to_dict(self) -> dict:
+        """The settings as the stored JSON file records them (tuples as lists)."""
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
+
+
+DECODING = Decoding()
+"""One layer of ``d_model`` 256 and 4 heads of 64 features: softmax attention with its KV cache (chapter 10's
+:class:`~attnbook.mha.MultiHeadSelfAttention` step) against three linear layers' recurrent step, decoding the last
+32 positions of contexts of 256 to 16384 tokens."""
+
+
+def decoding_layer(model: str, decoding: Decoding = DECODING):
+    """The layer whose decoding step :func:`decode_seconds` times (weights of ``jax.random.key(0)``)."""
+    from ..mha import MultiHeadSelfAttention
+
+    d = decoding
+    if model == "attention":
+        return MultiHeadSelfAttention(d.d_model, d.heads, key=jax.random.key(0))
+    return LinearAttention(d.d_model, d.heads, d.key_dim, rule=model, conv=d.conv, key=jax.random.key(0))
+
+
+def decoding_bytes(model: str, context: int, decoding: Decoding = DECODING) -> int:
+    """Bytes (float32) one layer keeps to decode token ``context + 1``: attention's KV cache,
+    ``context x`` :func:`attnbook.kv.cache_bytes_per_token`; a linear layer's state and convolution window,
+    :meth:`~attnbook.linear_attention.LinearAttention.state_bytes`, whatever the context."""
+    from ..kv import cache_bytes_per_token
+
+    context = _checks.nonnegative_int("context", context)
+    layer = decoding_layer(model, decoding)
+    return context * cache_bytes_per_token(layer) if model == "attention" else layer.state_bytes(4)
+
+
+@eqx.filter_jit
+def _decode(layer, xs, state, first):
+    """``len(xs)`` one-token steps from position ``first`` in one ``lax.scan``, through the layer's own ``step``
+    (the decoding protocol of chapter 7's decoder)."""
+    def body(state, inputs):
+        x, t = inputs
+        out, state = layer.step(x[None], state, t)
+        return state, out[0]
+    return jax.lax.scan(body, state, (xs, first + jnp.arange(xs.shape[0])))[1]
+
+
+def decode_seconds(model: str, context: int, decoding: Decoding = DECODING) -> float:
+    """Seconds per token of decoding the last ``steps`` positions of ``context`` tokens (the cache or state already
+    filled with random numbers): the fastest of ``repeats`` runs, each timed by chapter 6's
+    :func:`attnbook.cost.median_seconds` (the other jobs of a shared machine only add time)."""
+    from ..cost import median_seconds
+
+    d = decoding
+    layer = decoding_layer(model, d)
+    rng = np.random.default_rng(0)
+    state = jax.tree.map(lambda a: jnp.asarray(rng.normal(size=a.shape), jnp.float32), layer.init_cache(context))
+    xs = jnp.asarray(rng.normal(size=(d.steps, d.d_model)), jnp.float32)
+    first = jnp.asarray(context - d.steps)
+    run = lambda: _decode(layer, xs, state, first)
+    jax.block_until_ready(run())  # compile
+    return min(median_seconds(run, repeats=1, warmup=0) for _ in range(d.repeats)) / d.steps
+
+
+COST_CSV = "linear_decoding.csv"
+COST_JSON = "linear_decoding.json"
+
+
+def cost_main(out: pathlib.Path, command: str, decoding: Decoding = DECODING) -> None:
+    """Time every model's decoding step at every context and store the table (with the bytes) and its metadata."""
+    info = RunInfo(command)
+    rows = []
+    for context in decoding.contexts:
+        for model in decoding.models:
+            seconds = decode_seconds(model, context, decoding)
+            rows.append(dict(model=model, context=context, bytes=decoding_bytes(model, context, decoding),
+                             us_per_token=round(1e6 * seconds, 2), load_average=info.sample()))
+            print(rows[-1], flush=True)
+    write_csv(out / COST_CSV, rows)
+    meta = info.metadata(samples_name="after_each_timing", settings=decoding.to_dict(),
+                         note="timings on a shared machine (see the load): compare models within a context")
+    (out / COST_JSON).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+    print("wrote", out / COST_CSV)
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading the stored results (attnbook/experiments/results/linear_recall.csv and linear_decoding.csv)
+
+
+@functools.cache
+def _stored_rows(name: str) -> tuple[dict, ...]:
+    return tuple(read_csv(name))
+
+
+def stored(name: str, column: str, **where) -> np.ndarray:
+    """The values of ``column`` in the stored CSV file ``name`` as floats, in the file's order, from the rows whose
+    fields equal ``where`` (compared as text). A selection that matches no row is a ``KeyError``."""
+    rows = _stored_rows(name)
+    if rows and column not in rows[0]:
+        raise KeyError(f"{name} has no column {column!r}; its columns are {sorted(rows[0])}")
+    chosen = [r for r in rows if all(r[k] == str(v) for k, v in where.items())]
+    if not chosen:
+        raise KeyError(f"no row of {name} has {where}")
+    return np.array([float(r[column]) for r in chosen])
+
+
+def recall(model: str, pairs: int, heads: int, column: str = "accuracy") -> np.ndarray:
+    """Held-out recall accuracy (or another column: ``"loss"``, ``"parameters"``, ``"state_numbers"``) of ``model``
+    with ``pairs`` key-value pairs and ``heads`` heads, one value per seed in seed order."""
+    rows = [r for r in _stored_rows(RECALL_CSV) if (r["model"], r["pairs"], r["heads"]) == (model, str(pairs), str(heads))]
+    if not rows:
+        raise KeyError(f"no stored recall run of {model!r} with pairs={pairs}, heads={heads}")
+    rows = sorted(rows, key=lambda r: int(r["seed"]))
+    return np.array([float(r[column]) for r in rows])
+
+
+def recall_seeds(model: str, pairs: int, heads: int) -> list[int]:
+    """The seeds stored for one recall configuration, in order."""
+    return sorted(int(r["seed"]) for r in _stored_rows(RECALL_CSV)
+                  if (r["model"], r["pairs"], r["heads"]) == (model, str(pairs), str(heads)))
+
+
+def chance(settings: Settings = SETTINGS) -> float:
+    """The accuracy of a guess uniform over the values, ``1 / values``."""
+    return 1.0 / settings.values
+
+
+def decoding(model: str, context: int, column: str = "us_per_token") -> float:
+    """The stored decode time per token (microseconds) of ``model`` after ``context`` tokens, or ``column="bytes"``."""
+    return float(stored(COST_CSV, column, model=model, context=context)[0])
+
 def main(argv=None, program: str = "python -m attnbook.experiments.ch12") -> None:
     """Run chapter 12's recall comparison (every model, every configuration of :meth:`Settings.runs`, five seeds),
     writing the table after each configuration; ``--write`` stores it in the package's results folder."""
@@ -200,19 +372,28 @@ def main(argv=None, program: str = "python -m attnbook.experiments.ch12") -> Non
     parser.add_argument("--out", type=pathlib.Path, default=None, help="another folder (default: a trial in /tmp)")
     parser.add_argument("--steps", type=int, default=SETTINGS.steps)
     parser.add_argument("--models", nargs="+", default=list(SETTINGS.models), choices=MODELS)
+    parser.add_argument("--part", choices=("recall", "cost"), default="recall")
+    parser.add_argument("--runs", nargs="+", default=None, metavar="PAIRSxHEADS",
+                        help="only these configurations, e.g. 8x2 16x2 (default: every one of Settings.runs)")
     args = parser.parse_args(argv)
     out = source_folder() if args.write else (args.out or pathlib.Path("/tmp/attnbook-ch12"))
+    out.mkdir(parents=True, exist_ok=True)
+    if args.part == "cost":
+        return cost_main(out, "nice -n 5 " + " ".join([program] + (list(argv) if argv is not None else sys.argv[1:])))
     settings = dataclasses.replace(SETTINGS, steps=args.steps, models=tuple(args.models))
     command = "nice -n 5 " + " ".join([program] + (list(argv) if argv is not None else sys.argv[1:]))
     info = RunInfo(command)
     seconds = {}
-    for pairs, heads in settings.runs():
+    runs = settings.runs() if args.runs is None else [tuple(int(n) for n in r.split("x")) for r in args.runs]
+    name = RECALL_JSON if args.runs is None else RECALL_JSON.replace(".json", f"_{'_'.join(args.runs)}.json")
+    for pairs, heads in runs:
         for model in settings.models:
             rows, seconds[f"{model}_p{pairs}_h{heads}"] = recall_rows(model, pairs, heads, settings)
             info.sample()
-            _merge(out / RECALL_CSV, rows, ("model", "pairs", "heads", "seed"))
+            with locked(out):  # several commands may fill one table
+                _merge(out / RECALL_CSV, rows, ("model", "pairs", "heads", "seed"))
             meta = info.metadata(samples_name="after_each_run", settings=settings.to_dict(), seconds=seconds)
-            (out / RECALL_JSON).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+            (out / name).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
             print(model, pairs, heads, seconds[f"{model}_p{pairs}_h{heads}"], [r["accuracy"] for r in rows], flush=True)
     print("wrote", out / RECALL_CSV)
 

@@ -354,6 +354,21 @@ def recall_seeds(model: str, pairs: int, heads: int) -> list[int]:
                   if (r["model"], r["pairs"], r["heads"]) == (model, str(pairs), str(heads)))
 
 
+def recall_run_summary() -> dict:
+    """Where the stored recall runs ran (every ``linear_recall*.json``, one per command): ``cpu``, ``cores``, the first
+    ``date``, the lowest and the highest 1-minute load they record (``low``, ``high``), their CPU minutes in all
+    (``cpu_minutes``) and their number (``commands``)."""
+    from .ch10 import run_summary
+
+    names = sorted(p.name for p in RESULTS.iterdir() if p.name.startswith("linear_recall") and p.name.endswith(".json"))
+    metas = [read_json(n) for n in names]
+    parts = [run_summary(m) for m in metas]
+    cpu = sum(v["cpu"] for m in metas for v in m["seconds"].values())
+    return dict(cpu=parts[0]["cpu"], cores=parts[0]["cores"], date=min(p["date"] for p in parts),
+                low=min(p["low"] for p in parts), high=max(p["high"] for p in parts),
+                cpu_minutes=round(cpu / 60, 1), commands=len(metas))
+
+
 def chance(settings: Settings = SETTINGS) -> float:
     """The accuracy of a guess uniform over the values, ``1 / values``."""
     return 1.0 / settings.values

@@ -78,10 +78,8 @@ register(
                     "キャッシュにはヘッドとトークンごとにキーとバリューが入ります。1 ヘッドあたり T key_dim 個ではなく "
                     "T (key_dim + value_dim) 個です。",
                     answer=lambda heads, key_dim, value_dim: value_dim + 1),
-            Mistake("the cache must hold more than the state: at T = key_dim value_dim / (key_dim + value_dim) "
-                    "they can be equal.",
-                    "キャッシュが状態より多くなる T を求めます。T = key_dim value_dim / (key_dim + value_dim) "
-                    "では両者が等しくなることがあります。",
+            Mistake("the cache must hold more than the state: at T = d_k d_v / (d_k + d_v) they can be equal.",
+                    "キャッシュが状態より多くなる T を求めます。T = d_k d_v / (d_k + d_v) では両者が等しいことがあります。",
                     answer=lambda heads, key_dim, value_dim: -(-key_dim * value_dim // (key_dim + value_dim))),
         ),
     ),

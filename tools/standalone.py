@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-MEASURED = ("06", "07", "08", "09", "10", "11")
+MEASURED = ("06", "07", "08", "09", "10", "11", "12")
 
 # Run inside the new environment, from the notebook's folder, with the notebook's name as its argument.
 STORED_CELLS = r'''

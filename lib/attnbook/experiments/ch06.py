@@ -485,6 +485,62 @@ def tile_flops(t: int, d: int, block: int, causal: bool, backward: bool) -> int:
     return per_pair * pairs(forward_tiles) + (2 * per_pair * pairs(backward_tiles) if backward else 0)
 
 
+H100 = {
+    "matmul_flops": 989e12,  # dense FP16/BF16 matrix products of an H100 SXM5 (Shah et al. 2024, section 3.2)
+    "hbm_bytes_per_s": 3.35e12,  # its HBM3 bandwidth (NVIDIA's H100 data sheet, SXM5)
+    "special_per_s": 3.9e12,  # exponentials and other special functions (Shah et al. 2024, section 3.2)
+    "fa3_forward_flops": 740e12,  # FlashAttention-3's best FP16 forward rate there (Shah et al. 2024, abstract)
+}
+"""The accelerator figures of chapter 6, each from the source named beside it (the chapter's table of sources)."""
+
+
+def gpu_side(matmul_flops: float, hbm_bytes_per_s: float, special_per_s: float, fa3_forward_flops: float, *,
+             head_dims=(64, 128), block: int = 128, itemsize: int = 2, length: int = 131072,
+             lengths=(4096, 131072), d_model: int = 2048) -> dict:
+    """Chapter 6's GPU-side view, computed from the accelerator's sourced figures (:data:`H100`) and the counts of
+    :func:`attnbook.cost.attention_flops` and :func:`attnbook.cost.attention_bytes`, in ``itemsize`` bytes per number
+    (2: bfloat16). Returns a dict:
+
+    - ``balance``: FLOPs per byte at which the matrix units and the HBM take the same time, peak / bandwidth;
+    - ``unfused[d]``, ``tiled[d]``: ``(intensity, ceiling)`` of one head's forward pass at ``length``: standard attention
+      (``S`` and ``P`` each written to HBM and read back, 4 trips), and the tiled algorithm that reads ``K`` and ``V``
+      once per block of ``block`` queries; the ceiling is min(peak, bandwidth x intensity) in FLOP/s;
+    - ``fa3_needs``: the intensity FlashAttention-3's measured forward rate needs at that bandwidth at the least;
+    - ``exp_share[d]``: time of the forward pass's exponentials (one per score) over that of its products (``4 d``
+      FLOPs per score);
+    - ``attention_over_dense[T]``: a layer's attention FLOPs over its other products (the ``Q``, ``K``, ``V`` and
+      output projections, ``4 d_model^2`` multiply-adds per token, and an MLP of width ``4 d_model``, ``8 d_model^2``),
+      no mask: ``T / (6 d_model)``;
+    - ``decode[d]``: intensity of one new token's attention over ``length`` cached keys and values per head (about 1);
+    - ``lse_bytes``, ``activation_bytes``: at ``length``, the log-sum-exp that FlashAttention keeps per head (float32),
+      and the ``Q``, ``K``, ``V`` and output of one layer of width ``d_model``.
+    """
+    block, itemsize, length, d_model = (_positive(n, x) for n, x in (("block", block), ("itemsize", itemsize),
+                                                                     ("length", length), ("d_model", d_model)))
+    ceiling = lambda intensity: min(matmul_flops, hbm_bytes_per_s * intensity)  # noqa: E731
+    unfused, tiled, exp_share, decode = {}, {}, {}, {}
+    for d in head_dims:
+        flops = cost.attention_flops(length, length, d)
+        i_unfused = flops / cost.attention_bytes(length, length, d, itemsize=itemsize, score_trips=4)
+        i_tiled = flops / cost.attention_bytes(length, length, d, query_block=block, itemsize=itemsize)
+        unfused[d], tiled[d] = (i_unfused, ceiling(i_unfused)), (i_tiled, ceiling(i_tiled))
+        exp_share[d] = (1 / special_per_s) / (2 * 2 * d / matmul_flops)  # per score: one exp against 4 d FLOPs
+        decode[d] = cost.attention_flops(1, length, d) / cost.attention_bytes(1, length, d, query_block=1,
+                                                                              itemsize=itemsize)
+    dense_per_token = 2 * (4 + 8) * d_model**2  # projections and MLP, two FLOPs per multiply-add
+    attention_over_dense = {t: cost.attention_flops(t, t, d_model) / (t * dense_per_token) for t in lengths}
+    return {"balance": matmul_flops / hbm_bytes_per_s, "unfused": unfused, "tiled": tiled,
+            "fa3_needs": fa3_forward_flops / hbm_bytes_per_s, "exp_share": exp_share,
+            "attention_over_dense": attention_over_dense, "decode": decode, "lse_bytes": 4 * length,
+            "activation_bytes": 4 * length * d_model * itemsize}
+
+
+def _positive(name: str, x) -> int:
+    if isinstance(x, bool) or not isinstance(x, int) or x < 1:
+        raise ValueError(f"{name} must be a positive integer, got {x!r}")
+    return x
+
+
 def flash_worker(out: pathlib.Path, s: FlashSettings = FLASH) -> None:
     """(Runs in a child process, pinned to one core with XLA single-threaded: :func:`run_flash`.) Time the four
     methods and write ``out`` (CSV) and its ``.json``."""

@@ -225,6 +225,19 @@ def test_chapter6_flop_count_in_the_flash_attention_benchmarks_convention():
         assert cost.attention_flops(t, t, d, backward=True) == 12 * t * t * d  # the function's own count
 
 
+def test_chapter6_page_faults_stored_and_measured_alike(monkeypatch):
+    """The stored measurement is what page_faults returns, and a fresh one (T = 1024 only, a few calls) counts
+    the faults the same way: every call takes its T x T matrix fresh, about one fault per 4 KiB page of it."""
+    stored = ch06.read_page_faults()
+    assert [r["T"] for r in stored["rows"]] == list(ch06.FAULT_LENGTHS)
+    for r in stored["rows"]:
+        assert set(r) == {"T", "d", "repeats", "matrix_bytes", "minor_faults_per_call", "page_bytes",
+                          "system_seconds_per_call", "wall_seconds_per_call"}
+        assert r["matrix_bytes"] == 4 * r["T"] ** 2
+    (row,) = ch06.page_faults(lengths=(1024,), repeats=3)
+    assert row["matrix_bytes"] == 4 * 2**20 and row["minor_faults_per_call"] >= 0
+
+
 def test_chapter6_gpu_side_from_its_sourced_figures():
     """Each number of the chapter's GPU-side cell against its formula worked by hand (bfloat16, 2 bytes)."""
     g = ch06.gpu_side(**ch06.H100)

@@ -50,6 +50,11 @@ round and keeps the best CPU time of the rounds, so that on a shared machine the
 Chapter 6 reads it with :func:`read_flash` and :func:`flash_table`; :func:`tile_flops` counts its FLOPs over the tiles
 FlashAttention computes.
 
+A third, a few seconds long, counts the minor page faults per call of full attention's forward pass at T = 4096 and
+8192 (:func:`page_faults`): how much of its memory each call takes fresh from the operating system.
+
+    python -m attnbook.experiments.ch06 --faults --write  # attention_cost_faults.json; read with read_page_faults
+
 ``--memory-only`` re-analyses the memory of every stored row (both programs) and re-runs the cross-check with the
 current library, keeping the stored times, and records when and why in the JSON (``memory_reanalysed``): the
 analysis is exact and needs no quiet machine, the times do. Use it when a library change moves memory and not time
@@ -604,6 +609,53 @@ def read_flash(folder=RESULTS) -> tuple[list[dict], dict]:
     return rows, meta
 
 
+FAULT_LENGTHS = (4096, 8192)
+
+
+def page_faults(lengths=FAULT_LENGTHS, d: int = 64, repeats: int = 5) -> list[dict]:
+    """Minor page faults per call of full attention's forward pass (compiled by default, as the stored series timed
+    it), after two warm-up calls: ``resource.getrusage().ru_minflt`` before and after ``repeats`` calls, divided by
+    them, with the kernel (system) time per call. A page the process touches for the first time faults once (4 KiB),
+    so the faults times 4 KiB say how much memory each call takes fresh from the operating system."""
+    import resource
+
+    full = jax.jit(lambda q, k, v: scaled_dot_product_attention(q, k, v)[0])
+    rows = []
+    for t in lengths:
+        q, k, v = make_inputs([(t, d)] * 3)
+        for _ in range(2):
+            jax.block_until_ready(full(q, k, v))
+        before, start = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+        for _ in range(repeats):
+            jax.block_until_ready(full(q, k, v))
+        wall, after = time.perf_counter() - start, resource.getrusage(resource.RUSAGE_SELF)
+        rows.append({"T": t, "d": d, "repeats": repeats, "matrix_bytes": 4 * t * t,
+                     "minor_faults_per_call": (after.ru_minflt - before.ru_minflt) / repeats,
+                     "page_bytes": resource.getpagesize(),
+                     "system_seconds_per_call": (after.ru_stime - before.ru_stime) / repeats,
+                     "wall_seconds_per_call": wall / repeats})
+    return rows
+
+
+def write_page_faults(out: pathlib.Path) -> None:
+    """``python -m attnbook.experiments.ch06 --faults --write``: :func:`page_faults` into ``out`` (JSON), with the
+    machine and its load (the fault counts do not depend on the load; the times do)."""
+    info = RunInfo("python -m attnbook.experiments.ch06 --faults --write")
+    rows = page_faults()
+    info.sample()
+    out.write_text(json.dumps({**info.metadata(settings={"lengths": list(FAULT_LENGTHS), "d": 64, "repeats": 5}),
+                               "rows": rows}, indent=1) + "\n", encoding="utf-8")
+    for r in rows:
+        print(f"T = {r['T']}: {r['minor_faults_per_call']:.0f} minor faults per call "
+              f"({r['minor_faults_per_call'] * r['page_bytes'] / 2**20:.1f} MiB; T x T matrix "
+              f"{r['matrix_bytes'] / 2**20:.0f} MiB), system time {1e3 * r['system_seconds_per_call']:.0f} ms per call")
+
+
+def read_page_faults(folder=RESULTS) -> dict:
+    """The stored page-fault measurement (``attention_cost_faults.json``): its metadata and ``rows``."""
+    return json.loads((folder / "attention_cost_faults.json").read_text(encoding="utf-8"))
+
+
 def flash_table(rows, mode: str, time_field: str = "cpu_seconds_min") -> list[tuple]:
     """One row per (T, causal) of one mode: (T, causal, GFLOPs counted over the tiles, then per method of
     :data:`FLASH_METHODS` its GFLOP/s, then each method's time over FlashAttention's), from :func:`read_flash`'s
@@ -777,6 +829,9 @@ def main(argv=None) -> int:
     parser.add_argument("--flash", action="store_true",
                         help="the FlashAttention benchmark only, on one core (with --write: the stored "
                              "attention_cost_flash.csv; else a temporary folder)")
+    parser.add_argument("--faults", action="store_true",
+                        help="minor page faults per call of full attention at T = 4096 and 8192 (with --write: the "
+                             "stored attention_cost_faults.json; else printed only)")
     parser.add_argument("--flash-worker", metavar="CSV", help=argparse.SUPPRESS)
     parser.add_argument("--rss-worker", nargs=2, metavar=("METHOD", "T"), help=argparse.SUPPRESS)
     parser.add_argument("--all-buffers", action="store_true", help=argparse.SUPPRESS)
@@ -786,6 +841,10 @@ def main(argv=None) -> int:
         return 0
     if args.flash_worker:
         flash_worker(pathlib.Path(args.flash_worker))
+        return 0
+    if args.faults:
+        write_page_faults(args.out or (source_folder() / "attention_cost_faults.json" if args.write else
+                                       pathlib.Path(tempfile.gettempdir()) / "attention_cost_faults.json"))
         return 0
     if args.flash:
         flash_out = args.out or (source_folder() / "attention_cost_flash.csv" if args.write else

@@ -125,29 +125,39 @@ def _pairs(tq: int, tk: int, causal: bool) -> int:
 
 
 def attention_flops(tq: int, tk: int, d: int, dv: int | None = None, *, backward: bool = False,
-                    causal: bool = False) -> int:
+                    causal: bool = False, recomputed_scores: bool = False) -> int:
     """Floating-point operations of one head's attention, counted from the shapes.
 
-    The convention of the FlashAttention papers' benchmarks and of "model FLOPs": the matrix products only, two
-    FLOPs (a multiply and an add) per multiply-add. The forward pass is ``Q K^T`` and ``P V``:
-    ``2 tq tk (d + dv)``, ``4 T^2 d`` for self-attention with ``dv = d``. The backward pass has four products
-    of the same sizes (``dV = P^T dO``, ``dP = dO V^T``, ``dQ = dS K``, ``dK = dS^T Q``), twice the forward's, so
-    ``backward=True`` (forward and backward together) gives three times the forward's, ``12 T^2 d``. Work that
-    an implementation repeats (the scores recomputed by a checkpointed or FlashAttention backward pass) is not
-    counted: the count is that of the function, so that FLOP/s compare implementations fairly. The softmax's
-    exponentials, maxima and sums (a few per score, against ``2 (d + dv)`` per score in the products) are not
-    counted either. ``causal=True`` counts only the pairs ``j <= i``, the work of an implementation that skips
-    the rest (FlashAttention's causal block skipping comes close to it).
+    The matrix products only, two FLOPs (a multiply and an add) per multiply-add ("model FLOPs"). The forward pass is
+    ``Q K^T`` and ``P V``: ``2 tq tk (d + dv)``, ``4 T^2 d`` for self-attention with ``dv = d``. The backward pass has
+    four products of the same sizes (``dV = P^T dO``, ``dP = dO V^T``, ``dQ = dS K``, ``dK = dS^T Q``), twice the
+    forward's, so ``backward=True`` (forward and backward together) gives three times the forward's, ``12 T^2 d``:
+    the count of the function, the same for every implementation, so that FLOP/s compare implementations fairly.
+
+    ``recomputed_scores=True`` (with ``backward``) adds the product ``Q K^T`` that FlashAttention's backward pass
+    computes again, ``2 tq tk d``: ``14 T^2 d``, 3.5 times the forward's. That is the convention of the FlashAttention
+    authors' benchmarks (``flops`` in ``benchmarks/benchmark_flash_attention.py`` of Dao-AILab/flash-attention:
+    backward 2.5 times the forward, forward and backward 3.5 times), so a time predicted from a rate they publish
+    divides this count, not the ``12 T^2 d``. The softmax's exponentials, maxima and sums (a few per score, against
+    ``2 (d + dv)`` per score in the products) are never counted, although on a GPU the exponentials run on slower units
+    than the products. ``causal=True`` counts only the pairs ``j <= i``, the work of an implementation that skips the
+    rest (FlashAttention's causal block skipping comes close to it; its benchmarks halve the count).
     """
     tq, tk, d = (_checks.positive_int(name, x) for name, x in (("tq", tq), ("tk", tk), ("d", d)))
     dv = d if dv is None else _checks.positive_int("dv", dv)
     backward, causal = _checks.flag("backward", backward), _checks.flag("causal", causal)
-    forward = 2 * _pairs(tq, tk, causal) * (d + dv)
-    return 3 * forward if backward else forward
+    recomputed_scores = _checks.flag("recomputed_scores", recomputed_scores)
+    if recomputed_scores and not backward:
+        raise ValueError("recomputed_scores=True counts a backward pass's recomputation: it needs backward=True")
+    pairs = _pairs(tq, tk, causal)
+    forward = 2 * pairs * (d + dv)
+    if not backward:
+        return forward
+    return 3 * forward + (2 * pairs * d if recomputed_scores else 0)
 
 
 def attention_bytes(tq: int, tk: int, d: int, dv: int | None = None, *, query_block: int | None = None,
-                    itemsize: int = 4) -> int:
+                    itemsize: int = 4, score_trips: int = 2) -> int:
     """Bytes one forward pass of one head moves between main memory and the processor, in a model.
 
     The model: ``Q``, ``K`` and ``V`` are read and the output written once each; then
@@ -156,19 +166,24 @@ def attention_bytes(tq: int, tk: int, d: int, dv: int | None = None, *, query_bl
       path): the ``tq x tk`` matrix is written once and read back once, ``2 tq tk`` numbers. This is the least
       such a program moves once the matrix is larger than the caches (XLA's programs read it more than once);
       while it fits in a cache it does not reach main memory at all, and the model overstates the traffic.
+      ``score_trips`` is how many times a ``tq x tk`` matrix crosses: 2 by default; 4 for standard attention as the
+      FlashAttention paper writes it (its Algorithm 0: ``S`` written and read back, ``P`` written and read back).
     - ``query_block=B`` (chunked attention, FlashAttention): no score leaves the cache; each block of ``B``
       queries reads all of ``K`` and ``V`` once, ``ceil(tq / B) tk (d + dv)`` numbers.
 
-    ``itemsize`` is the bytes per number (4 for float32). FLOPs over these bytes give the arithmetic intensity:
-    about ``d / 2`` FLOPs per byte for full attention at long lengths in float32, whatever ``T`` is, and about
-    ``B / 2`` for the blocked algorithms, which is why they are the ones that can keep a fast processor busy.
+    ``itemsize`` is the bytes per number (4 for float32, 2 for bfloat16). FLOPs over these bytes give the arithmetic
+    intensity: about ``4 d / (score_trips * itemsize)`` FLOPs per byte for full attention at long lengths, whatever
+    ``T`` is (``d / 2`` in float32 with 2 trips, and in bfloat16 with 4), and about ``2 B / itemsize`` for the blocked
+    algorithms. With ``B`` as large as the on-chip memory allows, ``B`` about ``M / d`` for ``M`` numbers of it, the
+    blocked traffic is about ``T^2 d^2 / M``, the order of the FlashAttention paper's Theorem 2.
     """
     tq, tk, d = (_checks.positive_int(name, x) for name, x in (("tq", tq), ("tk", tk), ("d", d)))
     dv = d if dv is None else _checks.positive_int("dv", dv)
     itemsize = _checks.positive_int("itemsize", itemsize)
+    score_trips = _checks.positive_int("score_trips", score_trips)
     inputs_outputs = tq * d + tk * d + tk * dv + tq * dv
     if query_block is None:
-        return itemsize * (inputs_outputs + 2 * tq * tk)
+        return itemsize * (inputs_outputs + score_trips * tq * tk)
     query_block = _checks.positive_int("query_block", query_block)
     re_read = (math.ceil(tq / query_block) - 1) * tk * (d + dv)  # K and V again for every further block
     return itemsize * (inputs_outputs + re_read)

@@ -207,6 +207,62 @@ def test_chapter6_tile_flops_count_the_tiles_flash_attention_computes():
     assert ch06.tile_flops(1000, 64, 96, False, False) == cost.attention_flops(1000, 1000, 64)
 
 
+def test_chapter6_flop_count_in_the_flash_attention_benchmarks_convention():
+    """``recomputed_scores`` gives the count of ``flops`` in Dao-AILab/flash-attention's
+    benchmarks/benchmark_flash_attention.py: f = 4 batch seqlen^2 nheads headdim (halved when causal), backward
+    2.5 f, forward and backward 3.5 f (retyped here for one batch and one head)."""
+    from attnbook import cost
+
+    def flash_benchmark_flops(seqlen, headdim, mode):
+        f = 4 * seqlen**2 * headdim
+        return f if mode == "fwd" else (2.5 * f if mode == "bwd" else 3.5 * f)
+
+    for t, d in [(1024, 64), (4096, 128)]:
+        assert cost.attention_flops(t, t, d) == flash_benchmark_flops(t, d, "fwd")
+        both = cost.attention_flops(t, t, d, backward=True, recomputed_scores=True)
+        assert both == flash_benchmark_flops(t, d, "fwd_bwd") == 14 * t * t * d
+        assert both - cost.attention_flops(t, t, d) == flash_benchmark_flops(t, d, "bwd")
+        assert cost.attention_flops(t, t, d, backward=True) == 12 * t * t * d  # the function's own count
+
+
+def test_chapter6_page_faults_stored_and_measured_alike(monkeypatch):
+    """The stored measurement is what page_faults returns, and a fresh one (T = 1024 only, a few calls) counts
+    the faults the same way: every call takes its T x T matrix fresh, about one fault per 4 KiB page of it."""
+    stored = ch06.read_page_faults()
+    assert [r["T"] for r in stored["rows"]] == list(ch06.FAULT_LENGTHS)
+    for r in stored["rows"]:
+        assert set(r) == {"T", "d", "repeats", "matrix_bytes", "minor_faults_per_call", "page_bytes",
+                          "system_seconds_per_call", "wall_seconds_per_call"}
+        assert r["matrix_bytes"] == 4 * r["T"] ** 2
+    (row,) = ch06.page_faults(lengths=(1024,), repeats=3)
+    assert row["matrix_bytes"] == 4 * 2**20 and row["minor_faults_per_call"] >= 0
+
+
+def test_chapter6_gpu_side_from_its_sourced_figures():
+    """Each number of the chapter's GPU-side cell against its formula worked by hand (bfloat16, 2 bytes)."""
+    g = ch06.gpu_side(**ch06.H100)
+    assert g["balance"] == pytest.approx(989 / 3.35) and round(g["balance"]) == 295
+    for d in (64, 128):
+        t = 131072
+        # standard attention: 4 T^2 d FLOPs over (4 T^2 + 4 T d) numbers of 2 bytes, about d / 2
+        assert g["unfused"][d][0] == pytest.approx(4 * t * t * d / (2 * (4 * t * t + 4 * t * d)))
+        assert g["unfused"][d][0] == pytest.approx(d / 2, rel=1e-3)
+        assert g["unfused"][d][1] == pytest.approx(3.35e12 * g["unfused"][d][0])
+        # tiled: K and V read once per block of 128 queries: intensity about the block size in bfloat16
+        assert g["tiled"][d][0] == pytest.approx(128, rel=1e-3)
+        # FA3 section 3.2: 512 times more matmul FLOPs than exponentials at d = 128, 256 times less throughput: ~50%
+        assert g["exp_share"][d] == pytest.approx((989 / 3.9) / (4 * d))
+        assert g["decode"][d] == pytest.approx(1, rel=1e-4)
+    assert g["exp_share"][128] == pytest.approx(0.5, abs=0.01) and g["exp_share"][64] == pytest.approx(1, abs=0.02)
+    assert g["unfused"][64][1] / 989e12 == pytest.approx(0.108, abs=0.001)  # about 11% of the peak
+    assert g["fa3_needs"] == pytest.approx(740 / 3.35)
+    for t, ratio in g["attention_over_dense"].items():
+        assert ratio == pytest.approx(t / (6 * 2048))
+    assert g["lse_bytes"] == 512 * 2**10 and g["activation_bytes"] == 2 * 2**30  # at T = 131072, d_model 2048
+    with pytest.raises(ValueError, match="block must be a positive integer"):
+        ch06.gpu_side(**ch06.H100, block=0)
+
+
 def test_chapter6_stored_flash_benchmark_is_what_its_settings_say():
     rows, meta = ch06.read_flash()
     s = ch06.FLASH

@@ -50,6 +50,11 @@ round and keeps the best CPU time of the rounds, so that on a shared machine the
 Chapter 6 reads it with :func:`read_flash` and :func:`flash_table`; :func:`tile_flops` counts its FLOPs over the tiles
 FlashAttention computes.
 
+A third, a few seconds long, counts the minor page faults per call of full attention's forward pass at T = 4096 and
+8192 (:func:`page_faults`): how much of its memory each call takes fresh from the operating system.
+
+    python -m attnbook.experiments.ch06 --faults --write  # attention_cost_faults.json; read with read_page_faults
+
 ``--memory-only`` re-analyses the memory of every stored row (both programs) and re-runs the cross-check with the
 current library, keeping the stored times, and records when and why in the JSON (``memory_reanalysed``): the
 analysis is exact and needs no quiet machine, the times do. Use it when a library change moves memory and not time
@@ -485,6 +490,62 @@ def tile_flops(t: int, d: int, block: int, causal: bool, backward: bool) -> int:
     return per_pair * pairs(forward_tiles) + (2 * per_pair * pairs(backward_tiles) if backward else 0)
 
 
+H100 = {
+    "matmul_flops": 989e12,  # dense FP16/BF16 matrix products of an H100 SXM5 (Shah et al. 2024, section 3.2)
+    "hbm_bytes_per_s": 3.35e12,  # its HBM3 bandwidth (NVIDIA's H100 data sheet, SXM5)
+    "special_per_s": 3.9e12,  # exponentials and other special functions (Shah et al. 2024, section 3.2)
+    "fa3_forward_flops": 740e12,  # FlashAttention-3's best FP16 forward rate there (Shah et al. 2024, abstract)
+}
+"""The accelerator figures of chapter 6, each from the source named beside it (the chapter's table of sources)."""
+
+
+def gpu_side(matmul_flops: float, hbm_bytes_per_s: float, special_per_s: float, fa3_forward_flops: float, *,
+             head_dims=(64, 128), block: int = 128, itemsize: int = 2, length: int = 131072,
+             lengths=(4096, 131072), d_model: int = 2048) -> dict:
+    """Chapter 6's GPU-side view, computed from the accelerator's sourced figures (:data:`H100`) and the counts of
+    :func:`attnbook.cost.attention_flops` and :func:`attnbook.cost.attention_bytes`, in ``itemsize`` bytes per number
+    (2: bfloat16). Returns a dict:
+
+    - ``balance``: FLOPs per byte at which the matrix units and the HBM take the same time, peak / bandwidth;
+    - ``unfused[d]``, ``tiled[d]``: ``(intensity, ceiling)`` of one head's forward pass at ``length``: standard attention
+      (``S`` and ``P`` each written to HBM and read back, 4 trips), and the tiled algorithm that reads ``K`` and ``V``
+      once per block of ``block`` queries; the ceiling is min(peak, bandwidth x intensity) in FLOP/s;
+    - ``fa3_needs``: the intensity FlashAttention-3's measured forward rate needs at that bandwidth at the least;
+    - ``exp_share[d]``: time of the forward pass's exponentials (one per score) over that of its products (``4 d``
+      FLOPs per score);
+    - ``attention_over_dense[T]``: a layer's attention FLOPs over its other products (the ``Q``, ``K``, ``V`` and
+      output projections, ``4 d_model^2`` multiply-adds per token, and an MLP of width ``4 d_model``, ``8 d_model^2``),
+      no mask: ``T / (6 d_model)``;
+    - ``decode[d]``: intensity of one new token's attention over ``length`` cached keys and values per head (about 1);
+    - ``lse_bytes``, ``activation_bytes``: at ``length``, the log-sum-exp that FlashAttention keeps per head (float32),
+      and the ``Q``, ``K``, ``V`` and output of one layer of width ``d_model``.
+    """
+    block, itemsize, length, d_model = (_positive(n, x) for n, x in (("block", block), ("itemsize", itemsize),
+                                                                     ("length", length), ("d_model", d_model)))
+    ceiling = lambda intensity: min(matmul_flops, hbm_bytes_per_s * intensity)  # noqa: E731
+    unfused, tiled, exp_share, decode = {}, {}, {}, {}
+    for d in head_dims:
+        flops = cost.attention_flops(length, length, d)
+        i_unfused = flops / cost.attention_bytes(length, length, d, itemsize=itemsize, score_trips=4)
+        i_tiled = flops / cost.attention_bytes(length, length, d, query_block=block, itemsize=itemsize)
+        unfused[d], tiled[d] = (i_unfused, ceiling(i_unfused)), (i_tiled, ceiling(i_tiled))
+        exp_share[d] = (1 / special_per_s) / (2 * 2 * d / matmul_flops)  # per score: one exp against 4 d FLOPs
+        decode[d] = cost.attention_flops(1, length, d) / cost.attention_bytes(1, length, d, query_block=1,
+                                                                              itemsize=itemsize)
+    dense_per_token = 2 * (4 + 8) * d_model**2  # projections and MLP, two FLOPs per multiply-add
+    attention_over_dense = {t: cost.attention_flops(t, t, d_model) / (t * dense_per_token) for t in lengths}
+    return {"balance": matmul_flops / hbm_bytes_per_s, "unfused": unfused, "tiled": tiled,
+            "fa3_needs": fa3_forward_flops / hbm_bytes_per_s, "exp_share": exp_share,
+            "attention_over_dense": attention_over_dense, "decode": decode, "lse_bytes": 4 * length,
+            "activation_bytes": 4 * length * d_model * itemsize}
+
+
+def _positive(name: str, x) -> int:
+    if isinstance(x, bool) or not isinstance(x, int) or x < 1:
+        raise ValueError(f"{name} must be a positive integer, got {x!r}")
+    return x
+
+
 def flash_worker(out: pathlib.Path, s: FlashSettings = FLASH) -> None:
     """(Runs in a child process, pinned to one core with XLA single-threaded: :func:`run_flash`.) Time the four
     methods and write ``out`` (CSV) and its ``.json``."""
@@ -546,6 +607,53 @@ def read_flash(folder=RESULTS) -> tuple[list[dict], dict]:
                 row[key] = float(value)
     meta = json.loads((folder / "attention_cost_flash.json").read_text(encoding="utf-8"))
     return rows, meta
+
+
+FAULT_LENGTHS = (4096, 8192)
+
+
+def page_faults(lengths=FAULT_LENGTHS, d: int = 64, repeats: int = 5) -> list[dict]:
+    """Minor page faults per call of full attention's forward pass (compiled by default, as the stored series timed
+    it), after two warm-up calls: ``resource.getrusage().ru_minflt`` before and after ``repeats`` calls, divided by
+    them, with the kernel (system) time per call. A page the process touches for the first time faults once (4 KiB),
+    so the faults times 4 KiB say how much memory each call takes fresh from the operating system."""
+    import resource
+
+    full = jax.jit(lambda q, k, v: scaled_dot_product_attention(q, k, v)[0])
+    rows = []
+    for t in lengths:
+        q, k, v = make_inputs([(t, d)] * 3)
+        for _ in range(2):
+            jax.block_until_ready(full(q, k, v))
+        before, start = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+        for _ in range(repeats):
+            jax.block_until_ready(full(q, k, v))
+        wall, after = time.perf_counter() - start, resource.getrusage(resource.RUSAGE_SELF)
+        rows.append({"T": t, "d": d, "repeats": repeats, "matrix_bytes": 4 * t * t,
+                     "minor_faults_per_call": (after.ru_minflt - before.ru_minflt) / repeats,
+                     "page_bytes": resource.getpagesize(),
+                     "system_seconds_per_call": (after.ru_stime - before.ru_stime) / repeats,
+                     "wall_seconds_per_call": wall / repeats})
+    return rows
+
+
+def write_page_faults(out: pathlib.Path) -> None:
+    """``python -m attnbook.experiments.ch06 --faults --write``: :func:`page_faults` into ``out`` (JSON), with the
+    machine and its load (the fault counts do not depend on the load; the times do)."""
+    info = RunInfo("python -m attnbook.experiments.ch06 --faults --write")
+    rows = page_faults()
+    info.sample()
+    out.write_text(json.dumps({**info.metadata(settings={"lengths": list(FAULT_LENGTHS), "d": 64, "repeats": 5}),
+                               "rows": rows}, indent=1) + "\n", encoding="utf-8")
+    for r in rows:
+        print(f"T = {r['T']}: {r['minor_faults_per_call']:.0f} minor faults per call "
+              f"({r['minor_faults_per_call'] * r['page_bytes'] / 2**20:.1f} MiB; T x T matrix "
+              f"{r['matrix_bytes'] / 2**20:.0f} MiB), system time {1e3 * r['system_seconds_per_call']:.0f} ms per call")
+
+
+def read_page_faults(folder=RESULTS) -> dict:
+    """The stored page-fault measurement (``attention_cost_faults.json``): its metadata and ``rows``."""
+    return json.loads((folder / "attention_cost_faults.json").read_text(encoding="utf-8"))
 
 
 def flash_table(rows, mode: str, time_field: str = "cpu_seconds_min") -> list[tuple]:
@@ -721,6 +829,9 @@ def main(argv=None) -> int:
     parser.add_argument("--flash", action="store_true",
                         help="the FlashAttention benchmark only, on one core (with --write: the stored "
                              "attention_cost_flash.csv; else a temporary folder)")
+    parser.add_argument("--faults", action="store_true",
+                        help="minor page faults per call of full attention at T = 4096 and 8192 (with --write: the "
+                             "stored attention_cost_faults.json; else printed only)")
     parser.add_argument("--flash-worker", metavar="CSV", help=argparse.SUPPRESS)
     parser.add_argument("--rss-worker", nargs=2, metavar=("METHOD", "T"), help=argparse.SUPPRESS)
     parser.add_argument("--all-buffers", action="store_true", help=argparse.SUPPRESS)
@@ -730,6 +841,10 @@ def main(argv=None) -> int:
         return 0
     if args.flash_worker:
         flash_worker(pathlib.Path(args.flash_worker))
+        return 0
+    if args.faults:
+        write_page_faults(args.out or (source_folder() / "attention_cost_faults.json" if args.write else
+                                       pathlib.Path(tempfile.gettempdir()) / "attention_cost_faults.json"))
         return 0
     if args.flash:
         flash_out = args.out or (source_folder() / "attention_cost_flash.csv" if args.write else

@@ -309,10 +309,11 @@ def row_label(text: str, width: int = 12) -> str:
     the label of a row of small panels, so that it does not run into the next row's label."""
     import textwrap
 
+    if not text.isascii():  # Japanese: most characters about twice as wide as a Latin letter
+        width = max(1, width * 2 // 3)
     if " " in text:
         return textwrap.fill(text, width)
-    wide = max(1, width * 2 // 3)  # Japanese: no spaces, and each character about twice as wide
-    return "\n".join(text[i:i + wide] for i in range(0, len(text), wide))
+    return "\n".join(text[i:i + width] for i in range(0, len(text), width))
 
 
 def head_grid(maps: dict, *, head: str = "head", key: str = "key token", query: str = "query token",

@@ -304,6 +304,18 @@ def heatmap(
     return ax
 
 
+def row_label(text: str, width: int = 12) -> str:
+    """``text`` wrapped into lines of about ``width`` characters (at spaces, or anywhere in text without them), for
+    the label of a row of small panels, so that it does not run into the next row's label."""
+    import textwrap
+
+    if not text.isascii():  # Japanese: most characters about twice as wide as a Latin letter
+        width = max(1, width * 2 // 3)
+    if " " in text:
+        return textwrap.fill(text, width)
+    return "\n".join(text[i:i + width] for i in range(0, len(text), width))
+
+
 def head_grid(maps: dict, *, head: str = "head", key: str = "key token", query: str = "query token",
               weight: str = "attention weight", per_row: int = 4):
     """Heat-maps of per-head attention weights, one ``(heads, T, T)`` array per entry of ``maps`` (its label the
@@ -325,7 +337,8 @@ def head_grid(maps: dict, *, head: str = "head", key: str = "key token", query: 
                     continue
                 image = ax.imshow(m[start + j], vmin=0, vmax=1, cmap="viridis")
                 ax.set_title(f"{head} {start + j + 1}", fontsize=10)
-            axes[r, 0].set_ylabel(name, fontsize=9)
+            if start == 0:  # one label per map, on its first row, wrapped to fit a row's height
+                axes[r, 0].set_ylabel(row_label(name), fontsize=9)
             r += 1
     axes[0, 0].set_xticks(range(size), labels=range(1, size + 1))  # shared by every map
     axes[0, 0].set_yticks(range(size), labels=range(1, size + 1))

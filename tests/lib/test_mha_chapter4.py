@@ -65,6 +65,23 @@ def test_head_grid_draws_one_map_per_head():
         head_grid({})
 
 
+def test_head_grid_labels_each_map_once_and_wraps_long_labels():
+    """A map of 8 heads takes two rows; its label goes on the first only, wrapped, so that labels do not collide."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from attnbook.plotting import head_grid, row_label
+
+    assert row_label("key_dim 1, value_dim 7") == "key_dim 1,\nvalue_dim 7"
+    assert row_label("short") == "short"
+    assert row_label("トークン2で置き換える") == "トークン2で置き\n換える"
+    assert row_label("トークン 2 で置き換える") == "トークン 2\nで置き換える"
+    maps = np.full((8, 3, 3), 1 / 3)
+    fig = head_grid({"replace by token 2": maps}, per_row=4)
+    labels = [ax.get_ylabel() for ax in fig.axes if ax.images]
+    assert labels.count("replace by\ntoken 2") == 1 and labels.count("") == 7
+
+
 def test_source_004_loop_counts_the_output_bias_once_per_head():
     """The correction in the Errata (sec-errata-output-bias): adding b_o inside the loop over heads, as source 004
     does, gives the library's output plus (heads - 1) b_o, and agrees with it only when b_o = 0."""

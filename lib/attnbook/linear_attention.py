@@ -491,7 +491,8 @@ class LinearAttention(eqx.Module):
                   (heads, value_dim, d_out), (d_model, heads, 2)), "glorot",
             fan_in=(d_model, d_model, d_model, heads * value_dim, d_model),
             fan_out=(heads * key_dim, heads * key_dim, heads * value_dim, d_out, heads * 2))
-        # dt starts near 0.1 (softplus^-1(0.1) = -2.25), A = -1: Mamba-2's ranges
+        # one starting point: dt near 0.1 (softplus^-1(0.1) = -2.25), A = -1 for every head; Mamba-2 draws -A ~ U(1, 16),
+        # flash-linear-attention's Gated DeltaNet -A ~ U(0, 16), both dt log-uniform in [0.001, 0.1], per head
         self.gate_bias = jnp.stack([jnp.zeros((heads,)), jnp.full((heads,), -2.25)], axis=1)
         gammas = retnet_gammas(heads)
         self.decay_logit = jnp.asarray(np.log(gammas / (1.0 - gammas)), jnp.float32)

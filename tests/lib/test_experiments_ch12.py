@@ -57,3 +57,39 @@ def test_the_command_runs_and_writes_its_table(tmp_path):
     assert {(r["model"], r["pairs"], r["heads"]) for r in rows} == {("attention", "4", "2"), ("delta", "4", "2")}
     assert len(rows) == 2 * len(ch12.SETTINGS.seeds)
     assert all(0.0 <= float(r["accuracy"]) <= 1.0 for r in rows)
+
+
+def test_plain_attention_at_eight_heads_is_stored_and_read():
+    acc = ch12.recall("attention", 8, 8)
+    assert np.allclose(acc, [0.9922, 0.3477, 0.3296, 0.3213, 0.3418])
+    assert abs(acc.mean() - 0.4665) < 1e-3
+
+
+def test_compare_against_a_hand_computation():
+    a, b = np.array([1.0, 0.9, 0.8, 0.95, 0.7]), np.array([0.9, 0.95, 0.7, 0.9, 0.6])
+    c = ch12.compare(a, b, 2048)
+    d = a - b
+    assert np.isclose(c["mean"], d.mean()) and c["positive"] == 4
+    assert np.isclose(c["seed_se"], np.sqrt(((d - d.mean()) ** 2).sum() / 4 / 5))
+    pa, pb = a.mean(), b.mean()
+    assert np.isclose(c["evaluation_se"], np.sqrt((pa * (1 - pa) + pb * (1 - pb)) / 2048))
+    assert np.isclose(c["sign_p"], 6 / 32)  # P(X >= 4), X ~ Binomial(5, 1/2)
+    assert ch12.compare(a, a * 0.5, 10)["sign_p"] == 1 / 32
+    assert ch12.queries(8) == 2048
+    with pytest.raises(ValueError, match="same length"):
+        ch12.compare(a, b[:3], 10)
+
+
+def test_fisher_p_against_the_hypergeometric_tables():
+    # 2 of 5 against 5 of 5: tables with 2, 3, 4, 5 successes in the first group have 21, 105, 105, 21 of 252
+    assert np.isclose(ch12.fisher_p(2, 5, 5, 5), 42 / 252)
+    assert np.isclose(ch12.fisher_p(3, 5, 3, 5), 1.0)
+    try:
+        import scipy.stats
+    except ImportError:
+        return
+    for counts in [(0, 5, 5, 5), (1, 6, 4, 5), (2, 5, 5, 5)]:
+        table = [[counts[0], counts[1] - counts[0]], [counts[2], counts[3] - counts[2]]]
+        assert np.isclose(ch12.fisher_p(*counts), scipy.stats.fisher_exact(table)[1])
+    with pytest.raises(ValueError, match="exceed"):
+        ch12.fisher_p(6, 5, 1, 5)

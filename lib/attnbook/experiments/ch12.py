@@ -32,6 +32,7 @@ import argparse
 import dataclasses
 import functools
 import json
+import math
 import pathlib
 import sys
 import time
@@ -89,9 +90,11 @@ class Settings:
     form: str = "parallel"  # the three forms agree (tests/lib/test_linear_attention.py); at 64 tokens or fewer
                             # the T x T product is the quickest to train on a CPU
     chunk: int = 16
-    pairs: tuple[int, ...] = (4, 8, 16)  # at heads_for_pairs heads: sequences of 16, 32, 64 tokens
+    pairs: tuple[int, ...] = (4, 8, 16)  # at heads_for_pairs heads: sequences of 16, 32, 64 tokens; only 8 and 16
+                                         # were stored (linear_recall.csv), 4 pairs never ran
     heads_for_pairs: int = 2
-    heads: tuple[int, ...] = (1, 2, 8)  # at pairs_for_heads pairs: states of 1024, 512, 128 numbers a layer
+    heads: tuple[int, ...] = (1, 2, 8)  # at pairs_for_heads pairs: states of 1024, 512, 128 numbers a layer; only 2
+                                        # and 8 were stored, 1 head never ran
     pairs_for_heads: int = 8
     steps: int = 1200
     batch_size: int = 32
@@ -367,6 +370,48 @@ def recall_run_summary() -> dict:
     return dict(cpu=parts[0]["cpu"], cores=parts[0]["cores"], date=min(p["date"] for p in parts),
                 low=min(p["low"] for p in parts), high=max(p["high"] for p in parts),
                 cpu_minutes=round(cpu / 60, 1), commands=len(metas))
+
+
+def queries(pairs: int, settings: Settings = SETTINGS) -> int:
+    """The held-out recalled values one accuracy is measured on: ``eval_sequences x pairs`` (2048 at 8 pairs)."""
+    return settings.eval_sequences * _checks.positive_int("pairs", pairs)
+
+
+def compare(a, b, queries: int) -> dict:
+    """Accuracies ``a - b`` paired by seed (two arrays, one value per seed): their ``mean``; ``seed_se``, the standard
+    error of that mean from the seed-to-seed spread (sample standard deviation / sqrt(seeds)); ``evaluation_se``, the
+    binomial standard error of one seed's difference from the ``queries`` held-out values alone,
+    ``sqrt((p_a (1 - p_a) + p_b (1 - p_b)) / queries)`` at the mean accuracies; ``positive``, the seeds where
+    ``a > b``; ``sign_p``, the one-sided sign test ``P(X >= positive)`` for ``X ~ Binomial(seeds, 1/2)``."""
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    if a.shape != b.shape or a.ndim != 1 or a.size < 2:
+        raise ValueError(f"a and b must be 1-D arrays of the same length >= 2, got shapes {a.shape} and {b.shape}")
+    queries = _checks.positive_int("queries", queries)
+    d, n = a - b, a.size
+    pa, pb = a.mean(), b.mean()
+    positive = int((d > 0).sum())
+    sign_p = sum(math.comb(n, k) for k in range(positive, n + 1)) / 2 ** n
+    return dict(mean=float(d.mean()), seed_se=float(d.std(ddof=1) / np.sqrt(n)),
+                evaluation_se=float(np.sqrt((pa * (1 - pa) + pb * (1 - pb)) / queries)), positive=positive,
+                sign_p=float(sign_p))
+
+
+def fisher_p(successes_a: int, n_a: int, successes_b: int, n_b: int) -> float:
+    """Fisher's exact test, two-sided, of two success counts (``successes_a`` of ``n_a`` against ``successes_b`` of
+    ``n_b``): the hypergeometric probability of every table with the same margins that is no more likely than the
+    observed one."""
+    n_a, n_b = _checks.positive_int("n_a", n_a), _checks.positive_int("n_b", n_b)
+    sa, sb = _checks.nonnegative_int("successes_a", successes_a), _checks.nonnegative_int("successes_b", successes_b)
+    if sa > n_a or sb > n_b:
+        raise ValueError(f"successes must not exceed their counts, got {sa} of {n_a} and {sb} of {n_b}")
+    total = sa + sb
+
+    def prob(x):
+        return math.comb(n_a, x) * math.comb(n_b, total - x) / math.comb(n_a + n_b, total)
+
+    observed = prob(sa)
+    return float(sum(prob(x) for x in range(max(0, total - n_b), min(total, n_a) + 1)
+                     if prob(x) <= observed * (1 + 1e-9)))
 
 
 def chance(settings: Settings = SETTINGS) -> float:

@@ -149,7 +149,9 @@ def test_text_check_finds_replacement_characters() -> None:
 def test_chapter_check_finds_a_wrong_order_or_number(lang: str) -> None:
     titles = books.chapter_titles(lang)
     numbers = [n for n, _ in titles]
-    assert numbers[:11] == [str(i) for i in range(1, 12)] and numbers[11:14] == ["A", "B", "C"]
+    chapters = sum(n.isdigit() for n in numbers)  # the numbered chapters, then the appendices A, B, C
+    assert chapters >= 12 and numbers[:chapters] == [str(i) for i in range(1, chapters + 1)]
+    assert numbers[chapters:chapters + 3] == ["A", "B", "C"]
     outline = [f"{n} {t}" for n, t in titles]
     assert books.outline_problems(outline, titles) == []
     swapped = outline[:]

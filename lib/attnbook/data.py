@@ -307,6 +307,60 @@ def dotmod_bayes_accuracy(memory: int = 10, length: int = 10) -> BayesAccuracy:
     return BayesAccuracy(0.96, exact=True)
 
 
+_LAW_PROCESSES = ("Markov", "1-4-8", "10-days", "dotmod")
+
+
+@_checks.shaped
+def next_day_law(
+    process: str, days: Int[np.ndarray, "n 10"], table: Real[np.ndarray, "3 3 3 3"] | None = None
+) -> Float[np.ndarray, "n 3"]:
+    """The exact law of day 11 given the 10 visible days, for the processes whose law they fix.
+
+    ``process`` is one of ``"Markov"`` (the transition row of day 10), ``"1-4-8"`` (``table[day 1,
+    day 4, day 8]``, ``table`` required), ``"10-days"`` (``(10 - k) / 20``) or ``"dotmod"`` (the rule's
+    weather with probability 0.96). 15-days has no such law: five of the days it reads are hidden.
+    """
+    if process not in _LAW_PROCESSES:
+        raise ValueError(f"process must be one of {_LAW_PROCESSES} (the law of 15-days depends on hidden days), "
+                         f"got {process!r}")
+    days = _weathers("days", days)
+    if days.ndim != 2 or days.shape[1] != 10:
+        raise ValueError(f"days must have shape (n, 10), got {days.shape}")
+    if process == "Markov":
+        return MARKOV_TRANSITION[days[:, -1]]
+    if process == "1-4-8":
+        if table is None:
+            raise ValueError("table is required for process '1-4-8' (from one_four_eight_table)")
+        table = _probabilities("table", table)
+        return table[days[:, 0], days[:, 3], days[:, 7]]
+    if process == "10-days":
+        return _n_days_probs(days)
+    return dotmod_probs(days)
+
+
+def bayes_loss(
+    process: str,
+    days: Int[np.ndarray, "n 10"],
+    table: Real[np.ndarray, "3 3 3 3"] | None = None,
+    next_day: Int[np.ndarray, " n"] | None = None,
+) -> float:
+    """The Bayes-optimal cross-entropy (nats) on ``days``, from :func:`next_day_law`.
+
+    Without ``next_day``: the mean entropy of the law, the lowest expected loss of any model on
+    sequences drawn like ``days``. With ``next_day`` (the days that came): the loss that the
+    Bayes-optimal predictor actually scores on these sequences, ``mean(-ln law[next_day])``, the
+    number to compare with a model's loss on the same test set.
+    """
+    law = next_day_law(process, days, table)
+    if next_day is not None:
+        next_day = _weathers("next_day", next_day)
+        if next_day.shape != (law.shape[0],):
+            raise ValueError(f"next_day must have shape ({law.shape[0]},), one day per sequence, got {next_day.shape}")
+        return float(-np.log(law[np.arange(law.shape[0]), next_day]).mean())
+    terms = np.where(law > 0, -law * np.log(np.where(law > 0, law, 1.0)), 0.0)  # 0 ln 0 = 0
+    return float(terms.sum(axis=1).mean())
+
+
 _MAX_LOOKUP_LENGTH = 14  # the lookup table of n_days_bayes_accuracy has 3**length cells per weather: 4.8 million at 14
 
 

@@ -128,3 +128,39 @@ def test_n_days_lower_bound_scores_on_chains_that_did_not_choose_the_rule():
     assert bound.lower_bound and bound.samples == (chains - chains // 2) * (steps - memory)
     if scores:  # the simple rule chosen: its score on half B, recomputed here
         assert bound.value == pytest.approx(np.mean(scores), abs=1e-12)
+
+
+@pytest.mark.parametrize("process", ["Markov", "1-4-8", "10-days", "dotmod"])
+def test_next_day_law_is_the_law_of_the_generated_day_11(process):
+    rng = np.random.default_rng(7)
+    table = data.one_four_eight_table(rng)
+    generate = {"Markov": lambda n: data.markov(n, rng), "1-4-8": lambda n: data.one_four_eight(n, rng, table),
+                "10-days": lambda n: data.n_days(n, rng, memory=10), "dotmod": lambda n: data.dotmod(n, rng)}[process]
+    days, y = generate(40_000)
+    law = data.next_day_law(process, days, table)
+    assert law.shape == (40_000, 3) and np.allclose(law.sum(axis=1), 1.0)
+    # E[-ln p(y | days)] under the true law is the mean entropy: the two estimates agree within sampling error
+    nll = -np.log(law[np.arange(len(y)), y])
+    assert abs(nll.mean() - data.bayes_loss(process, days, table)) < 4 * nll.std() / np.sqrt(len(y))
+    assert np.isclose(data.bayes_loss(process, days, table, next_day=y), nll.mean())
+    # the law predicts the day that came: its probability of each weather matches the frequency
+    for w in range(3):
+        assert abs((y == w).mean() - law[:, w].mean()) < 0.01
+
+
+def test_bayes_loss_markov_exact_and_edge_cases():
+    days, _ = data.markov(50_000, np.random.default_rng(3))
+    rows = -(data.MARKOV_TRANSITION * np.log(data.MARKOV_TRANSITION)).sum(axis=1)
+    assert np.isclose(data.bayes_loss("Markov", days), rows[days[:, -1]].mean())
+    # a weather seen 10 times has probability 0 under 10-days: 0 ln 0 counts as 0, not NaN
+    assert np.isclose(data.bayes_loss("10-days", np.zeros((1, 10), dtype=int)), np.log(2))
+    # uniform law has entropy ln 3; dotmod's law has entropy of (0.96, 0.02, 0.02)
+    assert np.isclose(data.bayes_loss("dotmod", days[:5]), -(0.96 * np.log(0.96) + 0.04 * np.log(0.02)))
+    with pytest.raises(ValueError, match="process"):
+        data.next_day_law("15-days", days)
+    with pytest.raises(ValueError, match="table"):
+        data.next_day_law("1-4-8", days)
+    with pytest.raises(ValueError, match="days"):
+        data.next_day_law("Markov", days[:, :5])
+    with pytest.raises(ValueError, match="next_day"):
+        data.bayes_loss("Markov", days, next_day=np.zeros(3, dtype=int))

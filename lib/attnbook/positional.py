@@ -60,12 +60,13 @@ def sinusoidal_encoding(length: int, d_model: int, base: float = 10000.0) -> Flo
 
 
 def relative_rotation(offset: int, d_model: int, base: float = 10000.0) -> Float[Array, "d_model d_model"]:
-    """The matrix ``R_k`` with ``PE[p + k] = R_k @ PE[p]`` for every position ``p``.
+    """The matrix ``W_k`` with ``PE[p + k] = PE[p] @ W_k`` for every position ``p`` (rows are tokens).
 
-    Block-diagonal, shape ``(d_model, d_model)``: pair ``i`` is rotated by the angle
-    ``k * omega_i``, because sin(a + b) = sin a cos b + cos a sin b and
-    cos(a + b) = cos a cos b - sin a sin b. With rows as tokens, ``PE[p + k] = PE[p] @ R_k.T``.
-    ``offset`` may be any integer, negative included. ``d_model`` must be even.
+    Block-diagonal, shape ``(d_model, d_model)``: pair ``i`` is rotated by the angle ``k * omega_i``,
+    its block ``[[cos, -sin], [sin, cos]]`` of ``k * omega_i`` on rows and columns ``2i, 2i + 1``,
+    because sin(a + b) = sin a cos b + cos a sin b and cos(a + b) = cos a cos b - sin a sin b.
+    ``offset`` may be any integer, negative included (``W_{-k}`` is the transpose of ``W_k``).
+    ``d_model`` must be even.
     """
     d_model = _checks.positive_int("d_model", d_model)
     if d_model % 2:
@@ -76,8 +77,8 @@ def relative_rotation(offset: int, d_model: int, base: float = 10000.0) -> Float
     c, s = np.cos(theta), np.sin(theta)
     rot = np.zeros((d_model, d_model))
     idx = np.arange(0, d_model, 2)
-    rot[idx, idx], rot[idx, idx + 1] = c, s  # new sin = cos(kw) sin + sin(kw) cos
-    rot[idx + 1, idx], rot[idx + 1, idx + 1] = -s, c  # new cos = -sin(kw) sin + cos(kw) cos
+    rot[idx, idx], rot[idx + 1, idx] = c, s  # new sin = sin a cos(kw) + cos a sin(kw)
+    rot[idx, idx + 1], rot[idx + 1, idx + 1] = -s, c  # new cos = -sin a sin(kw) + cos a cos(kw)
     return jnp.asarray(rot, dtype=jnp.float32)
 
 

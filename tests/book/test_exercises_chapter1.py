@@ -30,7 +30,7 @@ def rope_rotate_half(x):
 
 WRONG = {
     "1.1": sources_encoding,
-    "1.2": lambda k, d_model: positional.relative_rotation(k, d_model),  # R_k: right for columns, not rows
+    "1.2": lambda offset, d_model: positional.relative_rotation(-offset, d_model),  # the transpose: shifts back
     "1.3": rope_rotate_half,
     "1.4": 0.225,  # the value at length 16, as if the weight shrank with the sequence
 }
@@ -41,7 +41,7 @@ def test_wrong_answers_are_rejected():
 
 
 def test_shift_query_peaks_k_positions_away():
-    """1.2's reference makes the query of position p score highest against position p + k."""
+    """1.2's reference makes the query of position p score highest against position p + offset."""
     pe = positional.sinusoidal_encoding(64, 32)
     for k in (3, -5):
         w = exercises.get("1.2").reference(k, 32)

@@ -41,9 +41,13 @@ def test_rotation_property(offset):
     pe = np.asarray(positional.sinusoidal_encoding(length, d_model))
     rot = np.asarray(positional.relative_rotation(offset, d_model))
     p = np.arange(max(0, -offset), min(length, length - offset))
-    np.testing.assert_allclose(pe[p + offset], pe[p] @ rot.T, atol=1e-5, rtol=0)
+    np.testing.assert_allclose(pe[p + offset], pe[p] @ rot, atol=1e-5, rtol=0)  # rows are tokens
     # a rotation: orthogonal, determinant 1
     np.testing.assert_allclose(rot @ rot.T, np.eye(d_model), atol=1e-6)
+    # W_{-k} is the transpose of W_k, and the first block is [[cos, -sin], [sin, cos]] of k * omega_0 = k
+    np.testing.assert_allclose(np.asarray(positional.relative_rotation(-offset, d_model)), rot.T, atol=1e-6)
+    c, s = math.cos(offset), math.sin(offset)
+    np.testing.assert_allclose(rot[:2, :2], [[c, -s], [s, c]], atol=1e-6)
 
 
 def test_rope_relative_dot_products():

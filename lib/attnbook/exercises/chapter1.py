@@ -81,20 +81,20 @@ register(
                     answer=lambda length, d_model: _sinusoid(length, d_model, halves=True)),
         ),
     ),
-    # 1.2 (derive): the query projection W with PE[p] @ W = PE[p + k] for every p, so that the query of
-    # position p scores highest against the key of position p + k: W = R_k^T in the book's row convention.
+    # 1.2 (derive): the matrix W with PE[p] @ W = PE[p + offset] for every p (rows are tokens), which as a
+    # query projection makes the query of position p score highest against the key of position p + offset.
     Exercise(
         id="1.2",
         kind="function",
-        reference=lambda k, d_model: positional.relative_rotation(k, d_model).T,
-        inputs=lambda rng: {"k": int(rng.integers(-5, 6)), "d_model": int(2 * rng.integers(1, 4))},
-        edge_cases=({"k": 0, "d_model": 2}, {"k": 1, "d_model": 2}, {"k": -3, "d_model": 4}),
+        reference=lambda offset, d_model: positional.relative_rotation(offset, d_model),
+        inputs=lambda rng: {"offset": int(rng.integers(-5, 6)), "d_model": int(2 * rng.integers(1, 4))},
+        edge_cases=({"offset": 0, "d_model": 2}, {"offset": 1, "d_model": 2}, {"offset": -3, "d_model": 4}),
         mistakes=(
-            Mistake("your W is the transpose of the answer, a rotation by -k: rows are tokens, so PE[p] @ W multiplies "
-                    "from the right, and W is the transpose of the matrix R_k that rotates columns.",
-                    "W が正解の転置、つまり -k の回転になっています。行がトークンなので PE[p] @ W は右から掛けます。"
-                    "W は列を回転する行列 R_k の転置です。",
-                    answer=lambda k, d_model: positional.relative_rotation(k, d_model)),
+            Mistake("your W shifts by -offset: it is the transpose of the answer. The row (sin a, cos a) times W must "
+                    "be (sin(a + offset w), cos(a + offset w)): work out both entries from the addition formulas.",
+                    "W が -offset だけずらしています（正解の転置です）。行 (sin a, cos a) に W を掛けた結果が "
+                    "(sin(a + offset w), cos(a + offset w)) になるように、加法定理から 2 つの成分を求めてください。",
+                    answer=lambda offset, d_model: positional.relative_rotation(-offset, d_model)),
         ),
     ),
     # 1.3 (implement): RoPE on a (T, d) array, adjacent pairs (2i, 2i+1) of row p rotated by p * w_i.

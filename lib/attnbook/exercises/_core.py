@@ -297,7 +297,10 @@ def _show(value: Any) -> str:
     """A short, readable rendering of an input or output (arrays to 3 decimals)."""
     if isinstance(value, (np.ndarray, jax.Array)):
         array = np.asarray(value)
-        return np.array2string(array, precision=3, suppress_small=True, threshold=64, edgeitems=3)
+        # NumPy's own defaults but 3 decimals, whatever the reader's np.set_printoptions (chapter 1 sets fixed decimals)
+        with np.printoptions(precision=3, suppress=True, threshold=64, edgeitems=3, floatmode="maxprec", sign="-",
+                             linewidth=75, legacy=False):
+            return np.array2string(array)
     if isinstance(value, float):
         return f"{value:.6g}"
     if isinstance(value, list):  # nested lists of numbers print as the array they stand for

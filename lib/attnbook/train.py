@@ -359,7 +359,14 @@ def classification_loss(logits_fn: Callable[[eqx.Module, jax.Array], jax.Array])
     error, also inside :func:`fit`'s compiled program (``equinox.error_if``: one comparison per label).
     """
     _checks.function("logits_fn", logits_fn)
+    try:  # the same logits_fn gives the same loss function, so fit traces and compiles its program once
+        return _classification_loss(logits_fn)
+    except TypeError:  # an unhashable callable: a loss of its own
+        return _classification_loss.__wrapped__(logits_fn)
 
+
+@functools.cache
+def _classification_loss(logits_fn):
     @_checks.shaped
     def loss(model, xs: Num[Array, "N ..."], ys: Int[Array, "N *batch"]) -> Float[Array, ""]:
         logits = jax.vmap(lambda x: logits_fn(model, x))(xs)

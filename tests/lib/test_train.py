@@ -175,3 +175,36 @@ def test_fit_seeds_nudges_every_start(monkeypatch):
     monkeypatch.setenv(train.NUDGE_VARIABLE, "up")
     nudged, _ = train.fit_seeds(models, loss, (xs, ys), optimizer=opt)
     assert np.all(np.asarray(nudged.weight) > np.asarray(plain.weight))
+
+
+def test_classification_loss_is_one_function_per_logits_fn():
+    """The same logits_fn gives the same loss, so fit traces and compiles its program once for every run of a
+    chapter (chapter 2 trains ten models with two logits functions); an unhashable callable still gets a loss."""
+    assert train.classification_loss(LinearClassifier.__call__) is train.classification_loss(LinearClassifier.__call__)
+    assert train.classification_loss(LinearClassifier.__call__) is not train.classification_loss(SelfAttention.last_token)
+
+    class Unhashable:
+        __hash__ = None
+
+        def __call__(self, model, x):
+            return model(x)
+
+    model = LinearClassifier(10, 4, 3, key=jax.random.key(0))
+    xs, ys = jnp.zeros((2, 10, 4)), jnp.array([0, 2])
+    assert np.isclose(train.classification_loss(Unhashable())(model, xs, ys),
+                      train.classification_loss(LinearClassifier.__call__)(model, xs, ys))
+    traces = []
+
+    def logits(model, x):  # runs once per trace of fit's program
+        traces.append(1)
+        return model(x)
+
+    counts, optimizer = [], optax.sgd(0.1)  # one optimizer too: a new one is a new program
+    for seed in range(3):  # three fits, each asking for the loss anew: traced for the first only
+        train.fit(model, train.classification_loss(logits), (xs, ys), optimizer=optimizer, steps=2,
+                  batch_size=2, key=jax.random.key(seed))
+        counts.append(len(traces))
+    assert counts[0] > 0 and counts[2] == counts[0], counts
+    train.fit(model, train.classification_loss(lambda m, x: logits(m, x)), (xs, ys), optimizer=optimizer,
+              steps=2, batch_size=2, key=jax.random.key(0))  # a new function: traced again
+    assert len(traces) > counts[2], (counts, len(traces))

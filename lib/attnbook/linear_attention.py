@@ -116,11 +116,23 @@ def decay_mask(log_decay: Float[Array, "T"]) -> Float[Array, "T T"]:
 
 def _pseudo_values(k, v, beta, mask, start=None):
     """The delta rule's ``U = (I + tril(diag(beta) (K K^T * L), -1))^{-1} diag(beta) (V - start)``."""
-    length = k.shape[0]
     lower = jnp.tril(beta[:, None] * (k @ k.T) * mask, -1)
     rhs = beta[:, None] * (v if start is None else v - start)
-    return jax.scipy.linalg.solve_triangular(jnp.eye(length, dtype=k.dtype) + lower, rhs, lower=True,
-                                             unit_diagonal=True)
+    return _unit_lower_solve(lower, rhs)
+
+
+def _unit_lower_solve(lower, rhs):
+    """``x`` with ``(I + lower) x = rhs`` for a strictly lower-triangular ``lower``: forward substitution, row by row.
+
+    Not ``jax.scipy.linalg.solve_triangular``: under ``vmap`` on the CPU its LAPACK kernel splits the batch over XLA's
+    thread pool and waits for the parts (jaxlib 0.10.2), and two such solves running at once on a 2-thread pool have
+    each waited forever for the other's thread (chapter 12's training, 2 runs in 3). A ``scan`` adds no custom call.
+    """
+    def row(x, t):  # rows t.. of x are still 0, so lower[t] @ x sums over s < t only
+        return x.at[t].set(rhs[t] - lower[t] @ x), None
+
+    x, _ = jax.lax.scan(row, jnp.zeros_like(rhs), jnp.arange(rhs.shape[0]))
+    return x
 
 
 def _parallel(q, k, v, g, beta):

@@ -599,3 +599,14 @@ def test_layer_is_causal_and_trains(rule):
     # every parameter the layer holds is read: each gets a gradient somewhere
     held = [g for g in jax.tree.leaves(grads.mixer) if rule != "retention" or g.ndim != 1]  # not retention's decays
     assert all(float(jnp.max(jnp.abs(g))) > 0 for g in held)
+
+
+def test_forward_substitution_solves_the_unit_lower_system():
+    """The delta rule's solve, against NumPy's dense solver, one system and a vmapped batch (the batch is what once
+    deadlocked jax.scipy.linalg.solve_triangular's CPU kernel)."""
+    rng = np.random.default_rng(0)
+    lower = np.tril(rng.normal(size=(5, 7, 7)), -1).astype(np.float32) * 0.5
+    rhs = rng.normal(size=(5, 7, 3)).astype(np.float32)
+    expected = np.linalg.solve(np.eye(7) + lower.astype(np.float64), rhs.astype(np.float64))
+    assert np.allclose(la._unit_lower_solve(jnp.asarray(lower[0]), jnp.asarray(rhs[0])), expected[0], atol=1e-5)
+    assert np.allclose(jax.jit(jax.vmap(la._unit_lower_solve))(lower, rhs), expected, atol=1e-5)

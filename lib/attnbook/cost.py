@@ -125,7 +125,7 @@ def _pairs(tq: int, tk: int, causal: bool) -> int:
 
 
 def attention_flops(tq: int, tk: int, d: int, dv: int | None = None, *, backward: bool = False,
-                    causal: bool = False, recomputed_scores: bool = False) -> int:
+                    causal: bool = False, recomputed_scores: bool = False, recomputed_forward: bool = False) -> int:
     """Floating-point operations of one head's attention, counted from the shapes.
 
     The matrix products only, two FLOPs (a multiply and an add) per multiply-add ("model FLOPs"). The forward pass is
@@ -142,18 +142,29 @@ def attention_flops(tq: int, tk: int, d: int, dv: int | None = None, *, backward
     ``2 (d + dv)`` per score in the products) are never counted, although on a GPU the exponentials run on slower units
     than the products. ``causal=True`` counts only the pairs ``j <= i``, the work of an implementation that skips the
     rest (FlashAttention's causal block skipping comes close to it; its benchmarks halve the count).
+
+    ``recomputed_forward=True`` (with ``backward``) adds a whole second forward pass, ``4 T^2 d``: the work of
+    :func:`attnbook.attention.chunked_attention`'s backward pass, whose outer ``jax.checkpoint`` re-runs each query
+    chunk's scan over the keys (scores and ``P V``) to rebuild its carries, and whose inner ``jax.checkpoint``
+    recomputes each tile's scores again for its gradient. Its count is therefore ``recomputed_forward=True`` with
+    ``recomputed_scores=True``: ``18 T^2 d``, a backward pass of ``14 T^2 d``, 3.5 times the forward, against
+    FlashAttention's ``10 T^2 d`` (2.5 times) and full attention's ``8 T^2 d`` (2 times). A test counts the matrix
+    products in the jaxprs of both backward passes against these counts.
     """
     tq, tk, d = (_checks.positive_int(name, x) for name, x in (("tq", tq), ("tk", tk), ("d", d)))
     dv = d if dv is None else _checks.positive_int("dv", dv)
     backward, causal = _checks.flag("backward", backward), _checks.flag("causal", causal)
     recomputed_scores = _checks.flag("recomputed_scores", recomputed_scores)
+    recomputed_forward = _checks.flag("recomputed_forward", recomputed_forward)
     if recomputed_scores and not backward:
         raise ValueError("recomputed_scores=True counts a backward pass's recomputation: it needs backward=True")
+    if recomputed_forward and not backward:
+        raise ValueError("recomputed_forward=True counts a backward pass's recomputation: it needs backward=True")
     pairs = _pairs(tq, tk, causal)
     forward = 2 * pairs * (d + dv)
     if not backward:
         return forward
-    return 3 * forward + (2 * pairs * d if recomputed_scores else 0)
+    return 3 * forward + (2 * pairs * d if recomputed_scores else 0) + (forward if recomputed_forward else 0)
 
 
 def attention_bytes(tq: int, tk: int, d: int, dv: int | None = None, *, query_block: int | None = None,

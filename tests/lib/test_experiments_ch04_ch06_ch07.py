@@ -225,6 +225,52 @@ def test_chapter6_flop_count_in_the_flash_attention_benchmarks_convention():
         assert cost.attention_flops(t, t, d, backward=True) == 12 * t * t * d  # the function's own count
 
 
+def _matmul_flops(jaxpr, times=1):
+    """Two FLOPs per multiply-add of every dot_general in a jaxpr, scans counted length times, nested jaxprs
+    (checkpoint, custom_vjp, scan, map) included."""
+    import numpy as np
+
+    total = 0
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name == "dot_general":
+            (contract, _), _ = eqn.params["dimension_numbers"]
+            lhs = eqn.invars[0].aval.shape
+            total += times * 2 * int(np.prod(eqn.outvars[0].aval.shape)) * int(np.prod([lhs[i] for i in contract]))
+        inner = times * (eqn.params.get("length", 1) if eqn.primitive.name == "scan" else 1)
+        for value in eqn.params.values():
+            for sub in value if isinstance(value, (list, tuple)) else [value]:
+                sub = sub if hasattr(sub, "eqns") else getattr(sub, "jaxpr", None)
+                if sub is not None and hasattr(sub, "eqns"):
+                    total += _matmul_flops(sub, inner)
+    return total
+
+
+def test_chapter6_backward_flops_of_the_library_match_attention_flops():
+    """The matrix products in the jaxprs of the gradient: full attention 12 T^2 d, FlashAttention's custom VJP
+    14 T^2 d (recomputed scores), chunked attention's nested checkpoints 18 T^2 d (a re-run forward, then the
+    scores again): what attention_flops counts with recomputed_scores and recomputed_forward."""
+    import jax
+    import jax.numpy as jnp
+    from attnbook import cost
+    from attnbook.attention import chunked_attention, flash_attention, scaled_dot_product_attention
+
+    t, d, block = 512, 16, 128
+    spec = jax.ShapeDtypeStruct((t, d), jnp.float32)
+    methods = {
+        "full": (lambda q, k, v: scaled_dot_product_attention(q, k, v)[0], {}),
+        "flash": (lambda q, k, v: flash_attention(q, k, v, query_block=block, key_block=block),
+                  {"recomputed_scores": True}),
+        "chunked": (lambda q, k, v: chunked_attention(q, k, v, query_chunk=block, key_chunk=block),
+                    {"recomputed_scores": True, "recomputed_forward": True}),
+    }
+    for name, (f, extra) in methods.items():
+        grad = jax.grad(lambda q, k, v: (f(q, k, v) ** 2).sum(), argnums=(0, 1, 2))
+        assert _matmul_flops(jax.make_jaxpr(f)(spec, spec, spec).jaxpr) == cost.attention_flops(t, t, d), name
+        counted = _matmul_flops(jax.make_jaxpr(grad)(spec, spec, spec).jaxpr)
+        assert counted == cost.attention_flops(t, t, d, backward=True, **extra), name
+    assert cost.attention_flops(t, t, d, backward=True, recomputed_scores=True, recomputed_forward=True) == 18 * t * t * d
+
+
 def test_chapter6_page_faults_stored_and_measured_alike(monkeypatch):
     """The stored measurement is what page_faults returns, and a fresh one (T = 1024 only, a few calls) counts
     the faults the same way: every call takes its T x T matrix fresh, about one fault per 4 KiB page of it."""
@@ -255,10 +301,13 @@ def test_chapter6_gpu_side_from_its_sourced_figures():
         assert g["decode"][d] == pytest.approx(1, rel=1e-4)
     assert g["exp_share"][128] == pytest.approx(0.5, abs=0.01) and g["exp_share"][64] == pytest.approx(1, abs=0.02)
     assert g["unfused"][64][1] / 989e12 == pytest.approx(0.108, abs=0.001)  # about 11% of the peak
-    assert g["fa3_needs"] == pytest.approx(740 / 3.35)
+    assert g["fa3_needs"] == pytest.approx(648 / 3.35) and round(g["fa3_needs"]) == 193  # FA-3 Fig. 5(c), d = 128
     for t, ratio in g["attention_over_dense"].items():
         assert ratio == pytest.approx(t / (6 * 2048))
     assert g["lse_bytes"] == 512 * 2**10 and g["activation_bytes"] == 2 * 2**30  # at T = 131072, d_model 2048
+    assert g["mlp_activation_bytes"] == 4 * 2**30  # 8 d_model numbers per token: twice attention's
+    # one head's forward at T = 131072, d = 128 at FA-3's d = 128 rate: 4 T^2 d / 648e12, about 13.6 ms
+    assert 4 * 131072**2 * 128 / ch06.H100["fa3_forward_flops"] == pytest.approx(13.57e-3, rel=1e-3)
     with pytest.raises(ValueError, match="block must be a positive integer"):
         ch06.gpu_side(**ch06.H100, block=0)
 

@@ -62,6 +62,7 @@ def test_valid_arguments():
         (lambda: cost.attention_bytes(4, 4, 8, itemsize=2.0), TypeError, "itemsize must be a positive integer"),
         (lambda: cost.attention_bytes(4, 4, 8, score_trips=0), ValueError, "score_trips must be a positive integer"),
         (lambda: cost.attention_flops(4, 4, 8, recomputed_scores=True), ValueError, "recomputed_scores.*backward=True"),
+        (lambda: cost.attention_flops(4, 4, 8, recomputed_forward=True), ValueError, "recomputed_forward.*backward=True"),
         (lambda: cost.attention_flops(4, 4, 8, backward=True, recomputed_scores=None), TypeError,
          "recomputed_scores must be True or False"),
     ],

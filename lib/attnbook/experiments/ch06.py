@@ -494,8 +494,12 @@ H100 = {
     "matmul_flops": 989e12,  # dense FP16/BF16 matrix products of an H100 SXM5 (Shah et al. 2024, section 3.2)
     "hbm_bytes_per_s": 3.35e12,  # its HBM3 bandwidth (NVIDIA's H100 data sheet, SXM5)
     "special_per_s": 3.9e12,  # exponentials and other special functions (Shah et al. 2024, section 3.2)
-    "fa3_forward_flops": 740e12,  # FlashAttention-3's best FP16 forward rate there (Shah et al. 2024, abstract)
+    # FlashAttention-3's FP16 forward rate at head dim 128 and 16k tokens, without a mask (Shah et al. 2024,
+    # arXiv 2407.08608, Figure 5(c); 616 with the causal mask, Figure 5(d)). The abstract's "up to 740 TFLOP/s" is
+    # the head-dim-256 figure, not this book's d = 64 or 128.
+    "fa3_forward_flops": 648e12,
 }
+FA3_CAUSAL_FORWARD_FLOPS = 616e12  # the same figure with the causal mask (Figure 5(d)), over half the pairs' FLOPs
 """The accelerator figures of chapter 6, each from the source named beside it (the chapter's table of sources)."""
 
 
@@ -518,7 +522,10 @@ def gpu_side(matmul_flops: float, hbm_bytes_per_s: float, special_per_s: float, 
       no mask: ``T / (6 d_model)``;
     - ``decode[d]``: intensity of one new token's attention over ``length`` cached keys and values per head (about 1);
     - ``lse_bytes``, ``activation_bytes``: at ``length``, the log-sum-exp that FlashAttention keeps per head (float32),
-      and the ``Q``, ``K``, ``V`` and output of one layer of width ``d_model``.
+      and the ``Q``, ``K``, ``V`` and output of one layer of width ``d_model`` (attention's activations only);
+    - ``mlp_activation_bytes``: the same layer's MLP hidden activations, width ``4 d_model`` kept before and after
+      its nonlinearity for the backward pass (``8 d_model`` numbers per token, twice attention's ``4 d_model``);
+      layer norms and the residual stream are not counted.
     """
     block, itemsize, length, d_model = (_positive(n, x) for n, x in (("block", block), ("itemsize", itemsize),
                                                                      ("length", length), ("d_model", d_model)))
@@ -537,7 +544,8 @@ def gpu_side(matmul_flops: float, hbm_bytes_per_s: float, special_per_s: float, 
     return {"balance": matmul_flops / hbm_bytes_per_s, "unfused": unfused, "tiled": tiled,
             "fa3_needs": fa3_forward_flops / hbm_bytes_per_s, "exp_share": exp_share,
             "attention_over_dense": attention_over_dense, "decode": decode, "lse_bytes": 4 * length,
-            "activation_bytes": 4 * length * d_model * itemsize}
+            "activation_bytes": 4 * length * d_model * itemsize,
+            "mlp_activation_bytes": 2 * 4 * length * d_model * itemsize}
 
 
 def _positive(name: str, x) -> int:

@@ -495,11 +495,12 @@ H100 = {
     "hbm_bytes_per_s": 3.35e12,  # its HBM3 bandwidth (NVIDIA's H100 data sheet, SXM5)
     "special_per_s": 3.9e12,  # exponentials and other special functions (Shah et al. 2024, section 3.2)
     # FlashAttention-3's FP16 forward rate at head dim 128 and 16k tokens, without a mask (Shah et al. 2024,
-    # arXiv 2407.08608, Figure 5(c); 616 with the causal mask, Figure 5(d)). The abstract's "up to 740 TFLOP/s" is
-    # the head-dim-256 figure, not this book's d = 64 or 128.
+    # arXiv 2407.08608; read off the authors' chart assets/flash3_fp16_fwd.png in Dao-AILab/flash-attention, its
+    # head-dim-128 panels: 648 without a mask, 616 with the causal one). The abstract's "up to 740 TFLOP/s" is the
+    # head-dim-256 figure, not this book's d = 64 or 128.
     "fa3_forward_flops": 648e12,
 }
-FA3_CAUSAL_FORWARD_FLOPS = 616e12  # the same figure with the causal mask (Figure 5(d)), over half the pairs' FLOPs
+FA3_CAUSAL_FORWARD_FLOPS = 616e12  # the same chart's causal panel, over half the pairs' FLOPs
 """The accelerator figures of chapter 6, each from the source named beside it (the chapter's table of sources)."""
 
 

@@ -37,7 +37,7 @@
       var task = DATA[state.task], values = task.kv_heads.slice().sort(function (a, b) { return a - b; });
       if (values.indexOf(state.g) < 0) state.g = values[0];
       gBox.textContent = "";
-      W.slider(gBox, {label: W.t("key/value heads G", "キー・バリューヘッド数 G"), name: "g", values: values, value: state.g,
+      W.slider(gBox, {label: W.t("key/value heads G", "キー・バリューヘッド G"), name: "g", values: values, value: state.g,
                       onChange: function (v) { state.g = v; draw(); }});
     }
 
@@ -60,7 +60,7 @@
       var kib = gs.map(function (x) { return bytes(x) / 1024; });
       var cache = W.lineplot(left, [{x: gs, y: kib, name: "cache", colour: W.PALETTE[0]}], {
         bars: true, xticks: gs, title: W.t("KV cache (KiB, float32)", "KV キャッシュ（KiB、float32）"),
-        xlabel: W.t("key/value heads G", "キー・バリューヘッド数 G"), height: 170,
+        xlabel: W.t("key/value heads G", "キー・バリューヘッド G"), height: 170,
         label: W.t("Bar chart of the KV cache in KiB for G = " + gs.join(", ") + " at T = " + state.T + " and " +
                    state.layers + " layers", "T = " + state.T + "、" + state.layers + " 層での G = " + gs.join("、") +
                    " の KV キャッシュ（KiB）の棒グラフ")});
@@ -74,7 +74,7 @@
                    name: "mean", label: W.t("mean of " + task.seeds.length + " seeds (grey: each seed)",
                                             task.seeds.length + " シードの平均（灰色：各シード）")});
       var lo = recall ? 0 : 0, hi = recall ? 1.05 : Math.max(0.7, task.baselines.current_token + 0.05);
-      var base = recall ? ["bag_of_values", W.t("the sequence's values, not whose", "系列の値（どのキーかは不明）")]
+      var base = recall ? ["bag_of_values", W.t("the sequence's values, not whose", "系列の値（どのキーの値かは不明）")]
                         : ["current_token", W.t("current token only", "現在のトークンだけ")];
       series.push({x: [gs[0], gs[gs.length - 1]], y: [task.baselines[base[0]], task.baselines[base[0]]],
                    colour: W.PALETTE[3], dash: "6 4", name: base[0], label: base[1]});
@@ -83,7 +83,7 @@
         xticks: gs, ylim: [lo, hi], height: 170,
         title: recall ? W.t("held-out accuracy after " + task.steps + " steps", task.steps + " ステップ後のテスト用データでの正解率")
                       : W.t("excess over the optimum (nats), " + task.steps + " steps", task.steps + " ステップ後の最適値との差（ナット）"),
-        xlabel: W.t("key/value heads G", "キー・バリューヘッド数 G"),
+        xlabel: W.t("key/value heads G", "キー・バリューヘッド G"),
         label: W.t("Stored results per seed against G, the chosen G marked", "シードごとの保存済みの結果を G に対して描いた図。選んだ G に印")});
       plot.setAttribute("data-figure", "quality");
       var shown = values.map(function (v) { return W.fmt(v, recall ? 2 : 3); }).join(W.t(", ", "、"));

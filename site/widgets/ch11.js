@@ -92,11 +92,11 @@
       }
       series.push(cursor);
       var plot = W.lineplot(curves, series, {
-        ylim: [0, 1], height: 190, xticks: xticks, title: W.t("highest score of any head", "全ヘッドでの最高スコア"),
+        ylim: [0, 1], height: 190, xticks: xticks, title: W.t("highest score of any head", "全ヘッドでの最大スコア"),
         xlabel: W.t("training step", "学習ステップ"),
         label: W.t("The highest induction and previous-token scores of any head against the training step, with " +
                    "uniform attention's and the chosen step marked",
-                   "全ヘッドでの帰納スコアと直前トークンスコアの最高値を学習ステップに対して描いた図。" +
+                   "全ヘッドでの帰納スコアと直前トークンスコアの最大値を学習ステップに対して描いた図。" +
                    "一様なアテンションの値と選んだステップに印")});
       plot.setAttribute("data-figure", "scores");
       var title = W.t("step " + state.step + ": ", "ステップ " + state.step + "：");
@@ -123,8 +123,8 @@
         ", head " + p.head + "); uniform attention scores " + W.fmt(base.induction, 3) + " and " +
         W.fmt(base.previous_token, 3) + ". On repeated held-out code the loss is " + W.fmt(codeLoss[0], 2) +
         " nats on the first copy and " + W.fmt(codeLoss[1], 2) + " on the second.",
-        "ステップ " + state.step + "：帰納スコアの最高値は " + W.fmt(i.value, 3) + "（層 " + i.layer + "、ヘッド " +
-        i.head + "）です。直前トークンスコアの最高値は " + W.fmt(p.value, 3) + "（層 " + p.layer + "、ヘッド " + p.head +
+        "ステップ " + state.step + "：帰納スコアの最大値は " + W.fmt(i.value, 3) + "（層 " + i.layer + "、ヘッド " +
+        i.head + "）です。直前トークンスコアの最大値は " + W.fmt(p.value, 3) + "（層 " + p.layer + "、ヘッド " + p.head +
         "）です。一様なアテンションではそれぞれ " + W.fmt(base.induction, 3) + " と " + W.fmt(base.previous_token, 3) +
         " です。繰り返したテスト用のコードでの損失は、1 回目が " + W.fmt(codeLoss[0], 2) + " ナット、2 回目が " +
         W.fmt(codeLoss[1], 2) + " ナットです。");

@@ -156,10 +156,9 @@ def attention_flops(tq: int, tk: int, d: int, dv: int | None = None, *, backward
     backward, causal = _checks.flag("backward", backward), _checks.flag("causal", causal)
     recomputed_scores = _checks.flag("recomputed_scores", recomputed_scores)
     recomputed_forward = _checks.flag("recomputed_forward", recomputed_forward)
-    if recomputed_scores and not backward:
-        raise ValueError("recomputed_scores=True counts a backward pass's recomputation: it needs backward=True")
-    if recomputed_forward and not backward:
-        raise ValueError("recomputed_forward=True counts a backward pass's recomputation: it needs backward=True")
+    for name, value in (("recomputed_scores", recomputed_scores), ("recomputed_forward", recomputed_forward)):
+        if value and not backward:
+            raise ValueError(f"{name}=True counts a backward pass's recomputation: it needs backward=True")
     pairs = _pairs(tq, tk, causal)
     forward = 2 * pairs * (d + dv)
     if not backward:

@@ -4,8 +4,9 @@ Drops the line breaks inside a paragraph that sit between two East Asian wide ch
 Pandoc renders every line break inside a paragraph as a space, which in Japanese shows up in the
 middle of a sentence. Pandoc's markdown extension east_asian_line_breaks removes exactly these
 breaks, but Quarto does not hand reader extensions on to Pandoc (quarto-cli issue 8520), so the
-Japanese profile runs this filter instead (`filters:` in _quarto-ja.yml). Authors can then wrap
-Japanese text like any other. One difference from Pandoc's extension: a break next to full-width
+Japanese profile runs this filter instead (`filters:` in _quarto-ja.yml), for the .qmd pages, which
+may wrap Japanese text like any other. The notebooks do not: Jupyter shows such a break as a space,
+so tools/bookcheck.py (check_japanese_line_breaks) flags the breaks this filter drops. One difference from Pandoc's extension: a break next to full-width
 punctuation is dropped whatever the other side is (is_cjk_punct), so no space follows 「。」. tests/site/test_site_assets.py runs it through Pandoc when Pandoc is
 installed.
 ]]

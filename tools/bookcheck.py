@@ -796,6 +796,72 @@ def check_caption_style(root: Path) -> list[str]:
     return problems
 
 
+# A line break inside a Japanese sentence. The website drops it (site/east-asian-line-breaks.lua), but Jupyter, Colab
+# and GitHub render a notebook's Markdown with CommonMark, where it is a space: 「計算し ます」. So the Japanese
+# notebooks break lines only where a space belongs (next to Latin text or code) or between paragraphs. The rule is
+# the filter's: a break between two wide characters, or next to full-width punctuation, goes.
+BLOCK_START = re.compile(r"^[ \t]*(?:[-*+][ \t]|\d+[.)][ \t]|#|>|\||:::|\$\$|```|~~~|<|:[ \t]|\{|!\[)")
+CODE_OR_MATH_FENCE = re.compile(r"^[ \t]*(?:```|~~~|\$\$)")
+LINK_END = re.compile(r"\]\([^()\s]*\)$|\]\{[^{}]*\}$|\]\[[^\]]*\]$")
+
+
+def _wide(char: str) -> bool:
+    cp = ord(char)
+    return (0x1100 <= cp <= 0x115F or 0x2E80 <= cp <= 0xA4CF or 0xAC00 <= cp <= 0xD7A3 or 0xF900 <= cp <= 0xFAFF
+            or 0xFE30 <= cp <= 0xFE4F or 0xFF00 <= cp <= 0xFF60 or 0xFFE0 <= cp <= 0xFFE6 or cp >= 0x20000)
+
+
+def _cjk_punctuation(char: str) -> bool:
+    cp = ord(char)
+    return (0x3000 <= cp <= 0x303F or 0xFF01 <= cp <= 0xFF0F or 0xFF1A <= cp <= 0xFF20 or 0xFF3B <= cp <= 0xFF40
+            or 0xFF5B <= cp <= 0xFF65)
+
+
+def _breaks_inside_sentence(line: str, following: str) -> bool:
+    """Whether the break between two lines of one paragraph sits inside Japanese text, as the filter sees it:
+    the text's last and first characters, through bold, italics and a link's brackets and target."""
+    end = LINK_END.sub("", line.rstrip()).rstrip("*_")
+    start = following.lstrip(" \t").lstrip("*_[")
+    if not end or not start:
+        return False
+    before, after = end[-1], start[0]
+    return (_wide(before) and _wide(after)) or _cjk_punctuation(before) or _cjk_punctuation(after)
+
+
+def join_japanese_lines(text: str) -> str:
+    """``text`` (Markdown) with the line breaks inside Japanese sentences removed, code, math, tables, headings and
+    other block starts left as they are."""
+    lines, out, fenced = text.split("\n"), [], False
+    for line in lines:
+        joinable = (out and not fenced and line.strip() and out[-1].strip() and not BLOCK_START.match(line)
+                    and not re.match(r"^[ \t]*(?:#|\||:::|\$\$|```|~~~|<)", out[-1])
+                    and _breaks_inside_sentence(out[-1], line))
+        if CODE_OR_MATH_FENCE.match(line) and not (line.count("$$") == 2 and line.strip() != "$$"):
+            fenced = not fenced
+        if joinable:
+            out[-1] = out[-1].rstrip() + line.lstrip(" \t")
+        else:
+            out.append(line)
+    return "\n".join(out)
+
+
+def check_japanese_line_breaks(root: Path) -> list[str]:
+    """No Markdown cell of a Japanese notebook breaks a line inside a Japanese sentence (join_japanese_lines)."""
+    problems = []
+    for path in notebooks(root):
+        if language_of(root, path) != "ja":
+            continue
+        for i, cell in enumerate(read_notebook(path).get("cells", [])):
+            text = "\n".join(source_lines(cell))
+            if cell.get("cell_type") == "markdown" and join_japanese_lines(text) != text:
+                first = next(n for n, (a, b) in enumerate(zip(text.split("\n"), join_japanese_lines(text).split("\n")))
+                             if a != b)
+                problems.append(f"{rel(root, path)} (cell {i + 1}, line {first + 1}): a line break inside a Japanese "
+                                "sentence shows as a space in Jupyter, Colab and GitHub; join the lines "
+                                "(tools.bookcheck.join_japanese_lines does it)")
+    return problems
+
+
 def check_figure_outputs(root: Path) -> list[str]:
     """A cell labelled as a figure (``#| label: fig-...``) displays one output, the figure. A second display (a
     table printed before or after it) becomes a sub-figure: a stray "(a)"/"(b)" caption on the site, and in the
@@ -903,6 +969,7 @@ CHECKS: tuple[Callable[[Path], list[str]], ...] = (
     check_includes,
     check_glossary,
     check_typography,
+    check_japanese_line_breaks,
     check_caption_style,
     check_figure_outputs,
     check_colab_cell,

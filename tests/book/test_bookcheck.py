@@ -382,6 +382,38 @@ def test_typography_skips_what_is_not_japanese_prose(book, pair):
     assert new_problems(bookcheck.check_typography, book, lambda: add_markdown(en, "結果: (1,000)")) == []
 
 
+@pytest.mark.parametrize("text, joined", [
+    ("ステップごとに計算し\nます。", "ステップごとに計算します。"),
+    ("計算します。\nPress を押します。", "計算します。Press を押します。"),  # next to 。 the break goes
+    ("**太字の\n**続きと [リンクの\n文](a.ipynb#sec-x)です。", "**太字の**続きと [リンクの文](a.ipynb#sec-x)です。"),
+    ("* 項目の\n  続きです。", "* 項目の続きです。"),
+    ("`jax.jit` を使い\nます。", "`jax.jit` を使います。"),
+])
+def test_join_japanese_lines(text, joined):
+    assert bookcheck.join_japanese_lines(text) == joined
+
+
+@pytest.mark.parametrize("text", [
+    "`jax.jit` を\n`jax.vmap` と使います。",  # a space belongs between Japanese and code
+    "英語の term\nです。",
+    "段落です。\n\n次の段落です。",
+    "```python\n# コメント\n# 続き\n```",
+    "$$\nあ\nい\n$$",
+    "| 列 |\n|:---|\n| 値 |",
+    "## 見出し\n本文です。",
+    "本文です。\n* 項目です。",
+])
+def test_join_japanese_lines_keeps_other_breaks(text):
+    assert bookcheck.join_japanese_lines(text) == text
+
+
+def test_japanese_line_break_in_a_notebook(book, pair):
+    en, ja = pair
+    problems = new_problems(bookcheck.check_japanese_line_breaks, book, lambda: add_markdown(ja, "一行目の文は\n二行目で終わります。"))
+    assert mentions(problems, name(book, ja), f"(cell {len(read(ja)['cells'])}, line 1)", "join the lines"), problems
+    assert new_problems(bookcheck.check_japanese_line_breaks, book, lambda: add_markdown(en, "一行目の\n二行目")) == []
+
+
 def test_typography_in_captions_and_pages(book, pair):
     _, ja = pair
 

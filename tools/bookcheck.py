@@ -674,7 +674,7 @@ class BoldFlanking:
                 before = line.group(0)[m.start() - 1] if m.start() else " "
                 after = line.group(0)[m.end()] if m.end() < len(line.group(0)) else " "
                 inner, outer = (before, after) if n % 2 else (after, before)  # closing: inner is before
-                if _punctuation(inner) and not (outer.isspace() or _punctuation(outer)):
+                if inner.isspace() or _punctuation(inner) and not (outer.isspace() or _punctuation(outer)):
                     yield DOUBLE_STAR.match(text, line.start() + m.start())
 
 

@@ -360,6 +360,7 @@ def test_package_names_compare_like_pip():
     ("10 bold that cannot close", "前の文です。**どこでも同じ規則です。**データは同じです。",
      "前の文です。**どこでも同じ規則です**。データは同じです。**$L$ より先でも**同じです。"),
     ("10 bold that cannot close", "これは**「重要」**です。", "これは「**重要**」です。"),
+    ("10 bold that cannot close", "前の文です。** 太字の文です**。", "前の文です。**太字の文です**。"),
 ])
 def test_typography_rule(book, pair, rule, broken, correct):
     _, ja = pair

@@ -64,12 +64,12 @@ register(
         mistakes=(
             Mistake("the base is multiplied by s itself; NTK-aware scaling raises it to b s^(d/(d-2)), so that the "
                     "lowest frequency is divided by exactly s.",
-                    "底に s をそのまま掛けています。NTK-aware スケーリングは底を b s^(d/(d-2)) にして、"
+                    "底に s をそのまま掛けています。「NTK-aware」スケーリングは底を b s^(d/(d-2)) にして、"
                     "最も低い周波数がちょうど s で割られるようにします。",
                     answer=lambda d, scale: _ntk_variant(d, scale, exponent=1.0)),
             Mistake("every frequency is divided by s: that is position interpolation. NTK-aware scaling keeps the "
                     "highest frequency, omega_0 = 1, as it is.",
-                    "すべての周波数を s で割っています。それは位置補間です。NTK-aware スケーリングは最も高い周波数 "
+                    "すべての周波数を s で割っています。それは位置補間です。「NTK-aware」スケーリングは最も高い周波数 "
                     "omega_0 = 1 をそのまま残します。",
                     answer=lambda d, scale: _ntk_variant(d, scale, pi=True)),
         ),

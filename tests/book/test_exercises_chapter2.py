@@ -106,3 +106,18 @@ NAMED = {
 
 def test_common_mistakes_are_named():
     mistakes_named(NAMED, chapter=2)
+
+
+def test_attention_reference_agrees_with_the_library():
+    """2.1's reference is @eq-attention in float64 NumPy (nothing compiled per input shape): on the check's inputs,
+    the edge case with scores in the hundreds included, the library's float32 scaled_dot_product_attention agrees
+    with it within the check's tolerance, as must every correct float32 answer."""
+    from attnbook.attention import scaled_dot_product_attention
+    from attnbook.exercises._core import get
+
+    exercise = get("2.1")
+    rng = np.random.default_rng(0)
+    cases = [exercise.inputs(rng) for _ in range(20)] + list(exercise.edge_cases)
+    for inputs in cases:
+        for reference, library in zip(exercise.reference(**inputs), scaled_dot_product_attention(**inputs)):
+            assert np.allclose(library, reference, rtol=exercise.rtol, atol=exercise.atol)

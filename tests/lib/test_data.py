@@ -60,6 +60,16 @@ def test_n_days_next_day_law(memory):
     assert abs(predicted - np.mean(np.sum(p**2, axis=1))) < 6e-3
 
 
+@pytest.mark.parametrize("n, memory, steps", [(300, 10, 60), (200, 15, 130), (7, 1, 20), (50, 3, 40)])
+def test_n_days_chains_kept_counts_are_the_generic_chains(n, memory, steps):
+    """The n-days chains keep each window's counts up to date instead of recounting it: the same days, bit for
+    bit, as the generic chain runner with the law written from the window, from the same generator."""
+    generic = data._run_chains(data._n_days_probs, n, np.random.default_rng(n), memory, steps)
+    kept = data._run_n_days_chains(n, np.random.default_rng(n), memory, steps)
+    assert kept.shape == generic.shape == (n, 2 * memory + steps) and kept.dtype == generic.dtype
+    assert np.array_equal(kept, generic)
+
+
 def test_n_days_bayes_estimates():
     ten = data.n_days_bayes_accuracy(10, np.random.default_rng(4), chains=400, steps=200)
     fifteen = data.n_days_bayes_accuracy(15, np.random.default_rng(5), chains=400, steps=200)

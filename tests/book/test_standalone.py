@@ -1,7 +1,7 @@
 """A downloaded notebook runs: the wheel built from this checkout, installed into a fresh virtual environment,
 runs each chapter from a folder that holds only the notebook (tools/standalone.py).
 
-Every run: chapters 6-12 (English), their set-up cell and every statement that reads stored results.
+Every run: chapters 4 and 6-12 (English), their set-up cell and every statement that reads stored results.
 ``ATTNBOOK_STANDALONE=all`` (the weekly workflow): every notebook of both editions, end to end.
 """
 
@@ -37,7 +37,7 @@ def test_the_wheel_holds_the_stored_results(installed):
 
     names = zipfile.ZipFile(wheel).namelist()
     results = [n for n in names if n.startswith("attnbook/experiments/results/")]
-    assert {n.rsplit("/", 1)[1] for n in results} >= {"attention_cost.csv", "induction_heads.json",
+    assert {n.rsplit("/", 1)[1] for n in results} >= {"attention_cost.csv", "induction_heads.json", "mha_runs.csv",
                                                       "curriculum_L2_s0_step01500.eqx"}
     assert not [n for n in results if n.endswith("_step00400.eqx")]  # checkpoints no chapter loads stay out
     assert wheel.stat().st_size < 4 * 2**20

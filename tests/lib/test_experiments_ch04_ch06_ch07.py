@@ -149,6 +149,38 @@ def test_chapter4_home_gives_the_chapters_inputs_targets_and_layer():
     assert ch04.optimizer() is ch04.optimizer()  # created once: runs of one model structure share their program
 
 
+def test_chapter4_stored_runs_are_every_run_of_the_chapter_with_its_settings():
+    from attnbook.experiments import ch04
+    from attnbook.mha import parameter_count
+
+    assert ch04.stored_settings() == ch04.SETTINGS.to_dict()
+    runs = ch04.stored_runs()
+    assert list(runs) == ch04.jobs()  # every variant on every target, the three ablations, the marked token 2
+    assert len(runs) == 5 * 3 + 3 + 1 and all(0 < run["loss"] < 1 for run in runs.values())
+    assert {key: run["parameters"] for key, run in runs.items()} == {
+        (variant, target): parameter_count(ch04.model(variant).attention) for variant, target in ch04.jobs()}
+    meta = experiments.read_json("mha_runs.json")
+    assert meta["command"] == "python -m attnbook.experiments.ch04 --write" and meta["machine"]["cores"] >= 1
+
+
+def test_chapter4_variants_inputs_and_one_short_run():
+    import numpy as np
+
+    from attnbook.experiments import ch04
+
+    s = ch04.Settings(examples=64, steps=2)
+    xs = ch04.inputs(s)
+    given = ch04.encoded_inputs(xs)
+    assert given["none"] is xs and given["added"].shape == xs.shape and given["concatenated"].shape == (64, 5, 14)
+    assert (ch04.marked(xs)[:, 1, 0] == xs[:, 1, 0] + 1).all() and (ch04.marked(xs)[:, 0] == xs[:, 0]).all()
+    assert not np.asarray(ch04.model("learned embedding").positions).any()  # the table starts at zero
+    assert ch04.model("standard").positions is None and ch04.model(ch04.MARKED[0]).positions is None
+    row = ch04.run("sinusoidal, concatenated", "own sum", s)
+    assert row["parameters"] == 2919 and np.isfinite(row["loss"]) and row["variant"] == "sinusoidal, concatenated"
+    with pytest.raises(SystemExit):
+        ch04.main([])  # neither --write nor --out: nothing is overwritten
+
+
 def test_chapter6_readers_series_fits_and_crossovers():
     rows = [{"method": m, "mode": "forward", "T": float(T), "seconds": s, "temp_bytes": b}
             for m, scale in [("attention", 1.0), ("aft-simple", 0.5)]

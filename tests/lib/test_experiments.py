@@ -40,6 +40,8 @@ def names_read(notebook: Path) -> set[str]:
                      if c["cell_type"] == "code")
     names = set(re.findall(r'RESULTS / "([^"]+)"', code)) | set(re.findall(r'\bread\("([^"]+\.csv)"\)', code))
     names |= set(re.findall(r'\bread_(?:csv|json)\("([^"]+)"\)', code))  # experiments.read_csv / read_json
+    if "ch07.stored_ablations(" in code:
+        names.add("transformer_ablations.csv")
     if "ch11.load_model(" in code:  # chapter 11 loads the final 2-layer checkpoints of both variants
         names |= {f"induction_heads/{v}_L2_s{s}_step01500.eqx" for v in ("plain", "curriculum") for s in range(3)}
     return names - {"induction_heads"}

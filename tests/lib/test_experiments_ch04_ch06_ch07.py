@@ -8,9 +8,10 @@ import dataclasses
 import json
 import os
 
+import numpy as np
 import pytest
 
-from attnbook import experiments, report
+from attnbook import experiments, report, transformer
 from attnbook.experiments import ch06, ch07
 from attnbook.nn import count_parameters
 
@@ -100,6 +101,44 @@ def test_chapter7_data_hold_out_strings_never_trained_on():
 
 
 TINY = dataclasses.replace(ch07.SETTINGS, train_size=64, test_size=16, steps=2, batch_size=8, seeds=(0, 1))
+
+
+def test_chapter7_minibatch_is_the_one_train_fit_reads_at_that_step():
+    s = TINY
+    train_set, _ = ch07.data(s)
+    model = ch07.model(0, s)
+    _, history = ch07.train(model, train_set, 0, s=s)
+    first = ch07.minibatch(train_set, 0, 0, s)
+    assert [a.shape for a in first] == [(s.batch_size, s.length)] * 3
+    assert np.isclose(float(transformer.sequence_loss(model, *first)), history.train_loss[0], rtol=1e-5)
+    second = ch07.minibatch(train_set, 0, 1, s)
+    assert not np.array_equal(first[0], second[0])  # another minibatch, as the run's second step reads
+    assert not np.array_equal(first[0], ch07.minibatch(train_set, 1, 0, s)[0])  # seed 1: another order
+    for step in (-1, s.steps, 1.0, True):
+        with pytest.raises(ValueError, match="step"):
+            ch07.minibatch(train_set, 0, step, s)
+
+
+def test_chapter7_stored_ablations_are_typed_rows_in_the_order_of_the_table():
+    rows = ch07.stored_ablations()
+    assert list(rows) == list(ch07.ABLATIONS)
+    lines = experiments.read_csv("transformer_ablations.csv")
+    for name, row in rows.items():
+        assert row.name == name and row.seeds == ch07.SETTINGS.seeds
+        assert all(isinstance(r.parameters, int) and isinstance(r.exact_match, float) for r in row.runs)
+        stored = [r for r in lines if r["row"] == name]
+        assert row.exact_match == tuple(float(r["exact_match"]) for r in stored)
+        assert row.parameters == int(stored[0]["parameters"])
+        assert np.isclose(row.mean_loss, np.mean([float(r["final_loss"]) for r in stored]))
+    assert rows["no residual connections"].mean_exact_match == 0.0
+
+
+def test_chapter7_stored_ablations_refuse_a_row_the_table_does_not_name(tmp_path):
+    lines = experiments.read_csv("transformer_ablations.csv")
+    lines[0]["row"] = "no such row"
+    experiments.write_csv(tmp_path / "transformer_ablations.csv", lines)
+    with pytest.raises(ValueError, match="no such row"):
+        ch07.stored_ablations(tmp_path)
 
 
 def test_chapter7_sharded_ablations_merge_into_what_the_chapter_reads(tmp_path, monkeypatch):

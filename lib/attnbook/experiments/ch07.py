@@ -9,6 +9,8 @@ its two stored runs and the widget's model alike:
     train_set, test_set = ch07.data()                        # 20000 strings of 8 digits, 1000 held out
     model, history = ch07.train(ch07.model(ch07.SEED), train_set, ch07.SEED)   # the chapter's live run
     ch07.evaluate(model, history, test_set)                  # final loss, exact match, parameters
+    batch = ch07.minibatch(train_set, ch07.SEED, step=0)     # the run's first minibatch, as train.fit reads it
+    ablations = ch07.stored_ablations()                      # the stored ablation runs, typed, row by row
 
 The two stored runs, too slow for the notebook (lib/attnbook/experiments/results/):
 
@@ -41,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import os
 import pathlib
@@ -54,7 +57,7 @@ import optax
 from .. import train as training
 from .. import transformer
 from ..nn import count_parameters
-from .store import RunInfo, source_folder, write_csv
+from .store import RESULTS, RunInfo, read_csv, source_folder, write_csv
 
 
 @dataclasses.dataclass(frozen=True)
@@ -157,6 +160,21 @@ def train(model, train_set, seed: int, *, learning_rate: float | None = None, wa
                         steps=s.steps, batch_size=s.batch_size, key=jax.random.key(1000 + seed))
 
 
+def minibatch(train_set, seed: int, step: int, s: Settings = SETTINGS) -> tuple[np.ndarray, ...]:
+    """Minibatch ``step`` (from 0) of the training run with ``seed``: the ``s.batch_size`` strings that
+    :func:`train`'s step ``step`` reads, as ``(sources, targets_in, targets)``, each ``(batch_size, length)``."""
+    if isinstance(step, bool) or not isinstance(step, (int, np.integer)) or not 0 <= step < s.steps:
+        raise ValueError(f"step must be an integer in 0..{s.steps - 1} (the run's steps), got {step!r}")
+    rows = _order(seed, len(train_set[0]), s.batch_size, s.steps)[step]
+    return tuple(np.asarray(a)[rows] for a in train_set)
+
+
+@functools.lru_cache(maxsize=8)
+def _order(seed: int, num_examples: int, batch_size: int, steps: int) -> np.ndarray:
+    """The run's minibatch indices ``(steps, batch_size)``, drawn as :func:`attnbook.train.fit` draws them."""
+    return np.asarray(training.minibatch_indices(jax.random.key(1000 + seed), num_examples, batch_size, steps))
+
+
 def evaluate(model, history, test_set) -> dict:
     """What an ablation run stores: the loss of the last 50 training steps, the exact match of greedy decoding on
     the held-out strings (0 when the training diverged), and the number of parameters."""
@@ -174,6 +192,74 @@ def ablation(name: str, seed: int, train_set, test_set, s: Settings = SETTINGS) 
 
 # ---------------------------------------------------------------------------------------------
 # The stored runs
+
+
+@dataclasses.dataclass(frozen=True)
+class AblationRun:
+    """One stored run of the ablation table, a line of ``transformer_ablations.csv`` with its numbers typed."""
+
+    row: str  # the row's name, a key of ABLATIONS
+    seed: int
+    learning_rate: float
+    warmup: int
+    final_loss: float  # mean training loss of the last 50 steps, nats per digit
+    exact_match: float  # on the 1000 held-out strings
+    parameters: int
+    seconds: float | None = None
+    load_average: float | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class AblationRow:
+    """One row of the ablation table: its name (a key of :data:`ABLATIONS`) and its runs, one per seed."""
+
+    name: str
+    runs: tuple[AblationRun, ...]
+
+    @property
+    def seeds(self) -> tuple[int, ...]:
+        return tuple(r.seed for r in self.runs)
+
+    @property
+    def parameters(self) -> int:
+        """The model's parameters (the same with every seed)."""
+        return self.runs[0].parameters
+
+    @property
+    def exact_match(self) -> tuple[float, ...]:
+        """The exact match of each seed, in the order of :attr:`seeds`."""
+        return tuple(r.exact_match for r in self.runs)
+
+    @property
+    def final_loss(self) -> tuple[float, ...]:
+        return tuple(r.final_loss for r in self.runs)
+
+    @property
+    def mean_exact_match(self) -> float:
+        return float(np.mean(self.exact_match))
+
+    @property
+    def mean_loss(self) -> float:
+        return float(np.mean(self.final_loss))
+
+
+def _number(kind, text: str):
+    return None if text == "" else kind(text)
+
+
+def stored_ablations(folder=RESULTS) -> dict[str, AblationRow]:
+    """The stored ablation runs (``transformer_ablations.csv``), typed: row name -> :class:`AblationRow`, in the
+    order of :data:`ABLATIONS`, each row's runs in the order of their seeds."""
+    runs = [AblationRun(row=r["row"], seed=int(r["seed"]), learning_rate=float(r["learning_rate"]),
+                        warmup=int(r["warmup"]), final_loss=float(r["final_loss"]),
+                        exact_match=float(r["exact_match"]), parameters=int(r["parameters"]),
+                        seconds=_number(float, r.get("seconds", "")), load_average=_number(float, r.get("load_average", "")))
+            for r in read_csv("transformer_ablations.csv", folder)]
+    unknown = sorted({r.row for r in runs} - set(ABLATIONS))
+    if unknown:
+        raise ValueError(f"transformer_ablations.csv has rows that ABLATIONS does not name: {unknown}")
+    return {name: AblationRow(name, tuple(sorted((r for r in runs if r.row == name), key=lambda r: r.seed)))
+            for name in ABLATIONS if any(r.row == name for r in runs)}
 
 
 def run_ablations(out: pathlib.Path | None, *, shard: str | None = None, partial: pathlib.Path | None = None,

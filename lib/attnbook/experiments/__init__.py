@@ -1,4 +1,4 @@
-"""The book's measured experiments and their stored results (chapters 6-11).
+"""The book's measured experiments and their stored results (chapters 5-12).
 
 A measured chapter's heavy runs are too slow for its notebook; they are run once by a command (``bench/*.py``)
 and their results are stored as package data in ``attnbook/experiments/results/``, so that a notebook opened
@@ -10,9 +10,11 @@ alone (downloaded, or in Colab) reads them from the installed package, never fro
 :mod:`attnbook.experiments.store` holds the reading and the writing (``read_csv``, ``read_json``, ``write_csv``,
 ``RunInfo``: the date, machine, versions and load every run stores beside its numbers).
 
-Chapters 6 and 7's experiments are :mod:`attnbook.experiments.ch06` and :mod:`attnbook.experiments.ch07`: their
+Chapters 5, 6 and 7's experiments are :mod:`attnbook.experiments.ch05`, :mod:`~attnbook.experiments.ch06` and
+:mod:`~attnbook.experiments.ch07`: their
 settings (frozen dataclasses), their runs and the writing of their stored results, each its own command
-(``python -m attnbook.experiments.ch06 --write``, ``python -m attnbook.experiments.ch07 ablations --write``); so are
+(``python -m attnbook.experiments.ch05 cost --write``, ``python -m attnbook.experiments.ch06 --write``,
+``python -m attnbook.experiments.ch07 ablations --write``); so are
 chapters 9 and 11's, :mod:`~attnbook.experiments.ch09` and :mod:`~attnbook.experiments.ch11`
 (``python -m attnbook.experiments.ch09 --write rope_scaling``, ``python -m attnbook.experiments.ch11``).
 """

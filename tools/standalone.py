@@ -1,6 +1,6 @@
 """A chapter as a reader gets it: the notebook alone in a folder, the book's package installed from its wheel.
 
-    python -m tools.standalone          # chapters 4 and 6-12 (English): the cells that read stored results
+    python -m tools.standalone          # chapters 4-12 (English): the cells that read stored results
     python -m tools.standalone --all    # every notebook of both editions, end to end (the weekly run)
 
 "Download the notebook" and Colab give a reader one .ipynb file and no clone of the repository. This tool
@@ -10,7 +10,7 @@ site-packages, after the new environment's own, so the wheel's attnbook is the o
 notebook alone into an empty folder and runs it there with no ``PYTHONPATH``. A notebook that reads anything
 outside the installed package fails here as it fails for a reader.
 
-The default mode is cheap (tests/book/test_standalone.py runs it in every CI run): of chapters 4 and 6-12 it runs the set-up
+The default mode is cheap (tests/book/test_standalone.py runs it in every CI run): of chapters 4-12 it runs the set-up
 cell (where ``RESULTS`` is defined and, in chapter 11, every stored table is read) and every later top-level
 statement that reads stored results (``RESULTS``, ``read(...)``, ``META``, ``load(...)``, ``load_model(...)``, chapter
 4's ``stored_runs()`` and ``stored_settings()``: the reading of tables, JSON files and checkpoints), each after the
@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-MEASURED = ("04", "06", "07", "08", "09", "10", "11", "12")
+MEASURED = ("04", "05", "06", "07", "08", "09", "10", "11", "12")
 
 # Run inside the new environment, from the notebook's folder, with the notebook's name as its argument.
 STORED_CELLS = r'''

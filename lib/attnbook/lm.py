@@ -82,7 +82,7 @@ class NextTokenModel(eqx.Module):
     ``model(tokens)`` maps integer tokens ``(T,)`` to next-token logits ``(T, num_classes)``; with a
     causal mixer, row ``t`` depends on tokens ``0..t`` only. ``kind`` names the mixer (``"attention"``
     or one of :data:`VARIANTS`); a tuple of names builds a :class:`MixerChoice` in every block, and
-    ``model.using(kind)`` picks one of them.
+    ``model.using(kind)`` picks one of them (``model.only(kind)`` keeps it alone).
     """
 
     embed: jax.Array
@@ -122,6 +122,20 @@ class NextTokenModel(eqx.Module):
         index = jnp.asarray(choices[0].kinds.index(kind), dtype=jnp.int32)
         return eqx.tree_at(lambda m: [b.mixer.choice for b in m.blocks], self, [index] * len(self.blocks))
 
+    def only(self, kind: str) -> "NextTokenModel":
+        """The same model with every :class:`MixerChoice` replaced by its layer ``kind``: the same weights, one mixer.
+
+        It computes what ``using(kind)`` computes, and trains alike (the layers ``using`` does not choose get zero
+        gradients, which Adam turns into zero updates), but its compiled program holds one mixer instead of all.
+        """
+        choices = [b.mixer for b in self.blocks if isinstance(b.mixer, MixerChoice)]
+        if not choices:
+            raise ValueError("only() needs a model built with a tuple of kinds")
+        if kind not in choices[0].kinds:
+            raise ValueError(f"kind must be one of {choices[0].kinds}, got {kind!r}")
+        index = choices[0].kinds.index(kind)
+        return eqx.tree_at(lambda m: [b.mixer for b in m.blocks], self, [b.mixer.mixers[index] for b in self.blocks])
+
     def parameters(self) -> int:
         """Trainable numbers that the model uses: only the chosen layer of a :class:`MixerChoice` counts."""
         total = count_parameters(self)
@@ -157,8 +171,15 @@ def next_token_data(sequences, start: int):
 
 
 def mixer_input(model: NextTokenModel, tokens, block: int = 0) -> Float[Array, "T d_model"]:
-    """What the mixing layer of ``model.blocks[block]`` receives for ``tokens``: the layer-normed residual stream."""
-    tokens = jnp.asarray(tokens)
+    """What the mixing layer of ``model.blocks[block]`` receives for ``tokens``: the layer-normed residual stream.
+
+    One compiled program (run op by op, its embedding, additions and layer norm would be compiled one by one).
+    """
+    return _mixer_input(model, jnp.asarray(tokens), _checks.nonnegative_int("block", block))
+
+
+@eqx.filter_jit
+def _mixer_input(model, tokens, block):
     x = model.embed[tokens] + model.position[: tokens.shape[0]]
     for earlier in model.blocks[:block]:
         x = earlier(x)

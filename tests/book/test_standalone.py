@@ -1,7 +1,7 @@
 """A downloaded notebook runs: the wheel built from this checkout, installed into a fresh virtual environment,
 runs each chapter from a folder that holds only the notebook (tools/standalone.py).
 
-Every run: chapters 4 and 6-12 (English), their set-up cell and every statement that reads stored results.
+Every run: chapters 4-12 (English), their set-up cell and every statement that reads stored results.
 ``ATTNBOOK_STANDALONE=all`` (the weekly workflow): every notebook of both editions, end to end.
 """
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from attnbook import experiments
 
 ROOT = Path(__file__).resolve().parent.parent
-MODELS = ROOT / "tools" / "widget_models"  # the trained models the widgets of chapters 4 and 7 show
+MODELS = ROOT / "tools" / "widget_models"  # the trained model chapter 4's widget shows (chapter 7's is a stored result)
 WIDGETS = ROOT / "site" / "widgets"
 RESULTS = experiments.RESULTS  # the stored results, read as the chapters read them
 
@@ -132,16 +132,7 @@ def chapter4() -> dict:
 # ------------------------------------------------------------------------------------------------
 # Chapter 7: greedy decoding with and without the cache
 
-CH07_WEIGHTS = MODELS / "ch07_reversal.eqx"
-"""Chapter 7's encoder-decoder trained to reverse 8 digits (equinox.tree_serialise_leaves), written by
-:func:`train_chapter7` when it is missing (``--train`` rewrites it)."""
 CH07_SOURCES = 4  # the first held-out strings the widget offers
-
-
-def chapter7_skeleton():
-    """Chapter 7's model before training (attnbook.experiments.ch07.model, the live run's seed)."""
-    from attnbook.experiments import ch07
-    return ch07.model(ch07.SEED)
 
 
 def chapter7_data():
@@ -150,22 +141,10 @@ def chapter7_data():
     return ch07.data()
 
 
-def train_chapter7() -> None:
-    """Train the model as chapter 7's notebook does: attnbook.experiments.ch07.train, the live run's seed."""
-    import equinox as eqx
-
-    from attnbook.experiments import ch07
-    train_set, _ = chapter7_data()
-    model, _ = ch07.train(chapter7_skeleton(), train_set, ch07.SEED)
-    CH07_WEIGHTS.parent.mkdir(parents=True, exist_ok=True)
-    eqx.tree_serialise_leaves(CH07_WEIGHTS, model)
-
-
 def chapter7_model():
-    import equinox as eqx
-    if not CH07_WEIGHTS.exists():
-        train_chapter7()
-    return eqx.tree_deserialise_leaves(CH07_WEIGHTS, chapter7_skeleton())
+    """Chapter 7's trained model, the one its notebook analyses (attnbook.experiments.ch07.stored_model)."""
+    from attnbook.experiments import ch07
+    return ch07.stored_model()
 
 
 VERIFY = False
@@ -190,7 +169,7 @@ def chapter7() -> dict:
             plain, _ = transformer.greedy_decode(model, source, sources.shape[1], transformer.START)
             assert np.array_equal(tokens, plain), "cached and uncached decoding disagree"
         decoded.append([int(v) for v in tokens])
-    return {"sources": [str(CH07_WEIGHTS.relative_to(ROOT))], "start": transformer.START,
+    return {"sources": ["lib/attnbook/experiments/results/transformer_model.eqx"], "start": transformer.START,
             "strings": [[int(v) for v in row] for row in sources], "targets": [[int(v) for v in row] for row in targets],
             "decoded": decoded, "blocks": len(model.decoder.blocks),
             "heads": int(model.decoder.blocks[0].mixer.attention.w_q.shape[1])}
@@ -368,14 +347,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="compare the stored files, write nothing")
     parser.add_argument("--train", action="store_true",
-                        help="retrain and store the models the widgets show (chapters 4 and 7) before exporting")
+                        help="retrain and store the model chapter 4's widget shows before exporting")
     parser.add_argument("chapters", nargs="*", default=list(CHAPTERS), help="chNN names (default: all)")
     args = parser.parse_args(argv)
     global VERIFY
     VERIFY = not args.check
     if args.train:
         train_chapter4()
-        train_chapter7()
     stale = []
     for chapter in args.chapters:
         text = render(chapter)

@@ -647,7 +647,7 @@ def test_widget_heads_agree_with_the_stored_layer(site: Built, server: str, brow
 
 def test_widget_decoding_agrees_with_the_library(site: Built, server: str, browser) -> None:
     """Chapter 7: for two strings and three steps, the decoded tokens are those of transformer.greedy_decode_cached
-    on the model stored in tools/widget_models/ (tools/export_widget_data.py checks that greedy_decode agrees),
+    on chapter 7's stored model (attnbook.experiments.ch07.stored_model; tools/export_widget_data.py checks that greedy_decode agrees),
     and the counts are what the two functions
     compute: the keys projected by each self- and cross-attention layer and the scores of each self-attention
     layer, recorded while jax traces them (lax.scan's step is one traced function, run n times). The

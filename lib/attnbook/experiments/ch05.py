@@ -34,7 +34,6 @@ are, so the two runs compute the same numbers, up to the last bits that a differ
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import functools
 import json
@@ -52,7 +51,7 @@ from .. import aft, lm
 from .. import train as training
 from ..attention import scaled_dot_product_attention
 from ..masking import causal_mask
-from .store import RunInfo, source_folder, write_csv
+from .store import RunInfo, command_line, write_csv
 
 # ---------------------------------------------------------------------------------------------
 # Time and memory of the token mixers
@@ -274,19 +273,9 @@ def read_digits(rows: list[dict]) -> dict[str, dict]:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m attnbook.experiments.ch05", description=__doc__.split("\n\n")[0])
-    commands = parser.add_subparsers(dest="run", required=True)
-    cost = commands.add_parser("cost", help="temporary memory and time of the five causal mixers at T = 1024, 4096")
-    digits = commands.add_parser("digits", help="the five next-pixel models trained and scored in bits/dim")
-    for command in (cost, digits):
-        command.add_argument("--write", action="store_true",
-                             help="write the stored results (lib/attnbook/experiments/results/)")
-        command.add_argument("--out", type=pathlib.Path, help="the CSV to write instead")
-    args = parser.parse_args(argv)
-    name = f"aft_{args.run}.csv"
-    out = args.out or (source_folder() / name if args.write else None)
-    if out is None:
-        parser.error(f"say --write to overwrite the stored {name}, or --out PATH")
+    args, out, _ = command_line("python -m attnbook.experiments.ch05", __doc__.split("\n\n")[0], {
+        "cost": ("temporary memory and time of the five causal mixers at T = 1024, 4096", "aft_cost.csv"),
+        "digits": ("the five next-pixel models trained and scored in bits/dim", "aft_digits.csv")}, argv)
     if args.run == "cost":
         run_cost(out)
     else:

@@ -2,20 +2,28 @@
 
 The components (:class:`~attnbook.transformer.EncoderDecoder`, :func:`~attnbook.transformer.reversal_data`,
 :func:`~attnbook.transformer.sequence_loss`, the decoders) are :mod:`attnbook.transformer`'s; this module fixes their
-sizes once (:data:`SETTINGS`, :data:`ABLATIONS`, :data:`DECODING`) and runs them, for the chapter's live training,
-its two stored runs and the widget's model alike:
+sizes once (:data:`SETTINGS`, :data:`ABLATIONS`, :data:`DECODING`) and runs them, for the chapter's first steps,
+its stored runs and the widget alike:
 
     from attnbook.experiments import ch07
     train_set, test_set = ch07.data()                        # 20000 strings of 8 digits, 1000 held out
-    model, history = ch07.train(ch07.model(ch07.SEED), train_set, ch07.SEED)   # the chapter's live run
+    model, history = ch07.train(ch07.model(ch07.SEED), train_set, ch07.SEED)   # seed 0's run, 600 steps
     ch07.evaluate(model, history, test_set)                  # final loss, exact match, parameters
+    trained = ch07.stored_model()                            # the same run's weights, as stored
     batch = ch07.minibatch(train_set, ch07.SEED, step=0)     # the run's first minibatch, as train.fit reads it
     ablations = ch07.stored_ablations()                      # the stored ablation runs, typed, row by row
 
-The two stored runs, too slow for the notebook (lib/attnbook/experiments/results/):
+The stored runs, too slow for the notebook (lib/attnbook/experiments/results/):
 
+    python -m attnbook.experiments.ch07 model --write       # the chapter's model: seed 0, 600 steps (about 15 s)
     python -m attnbook.experiments.ch07 ablations --write   # about 20 minutes on an idle 2-core machine
     python -m attnbook.experiments.ch07 decoding --write    # a few minutes
+
+``model``: seed :data:`SEED`'s run of :func:`train`, the first row of the ablation table, with its weights
+(``transformer_model.eqx``, read by :func:`stored_model`) and its loss at every step (``transformer_model.json``).
+The chapter analyses these weights rather than its own: another CPU changes the last bits of each step, and 600
+steps amplify them into weights that differ in their second digit (the same seed's ablation run, on another
+machine, ended at another loss).
 
 ``ablations``: every row of :data:`ABLATIONS` trains a model for the same number of Adam steps on the same 20000
 training strings, and reports the exact-match accuracy of greedy decoding on 1000 held-out strings and the loss of
@@ -41,7 +49,6 @@ jobs only add time. ``state_bytes`` is what a decoder keeps from step to step
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import functools
 import json
@@ -50,6 +57,7 @@ import pathlib
 import sys
 import time
 
+import equinox as eqx
 import jax
 import numpy as np
 import optax
@@ -57,7 +65,7 @@ import optax
 from .. import train as training
 from .. import transformer
 from ..nn import count_parameters
-from .store import RESULTS, RunInfo, read_csv, source_folder, write_csv
+from .store import RESULTS, RunInfo, command_line, read_csv, read_json, write_csv
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,7 +94,7 @@ class Settings:
 SETTINGS = Settings()
 
 SEED = 0
-"""The seed of the chapter's live run and of the widget's model: the first row's seed 0, also stored."""
+"""The seed of the chapter's model (:func:`stored_model`) and of the widget's: the ablation table's seed 0."""
 
 ABLATIONS: dict[str, tuple[dict, float, int]] = {
     "full model (pre-LN)": ({}, SETTINGS.learning_rate, 0),
@@ -192,6 +200,34 @@ def ablation(name: str, seed: int, train_set, test_set, s: Settings = SETTINGS) 
 
 # ---------------------------------------------------------------------------------------------
 # The stored runs
+
+
+def stored_model(folder=RESULTS) -> transformer.EncoderDecoder:
+    """Seed :data:`SEED`'s model at the end of its :func:`train` run, as ``model --write`` stored it
+    (``transformer_model.eqx``): what the chapter analyses and the widget decodes with."""
+    return eqx.tree_deserialise_leaves(folder / "transformer_model.eqx", model(SEED))
+
+
+def stored_training(folder=RESULTS) -> dict:
+    """What the stored model's run recorded (``transformer_model.json``): ``train_loss`` (one loss per step, before
+    its update), ``final_loss``, ``exact_match``, ``parameters``, and the machine and settings."""
+    return read_json("transformer_model.json", folder)
+
+
+def run_model(out: pathlib.Path, s: Settings = SETTINGS) -> dict:
+    """Seed :data:`SEED`'s run of :func:`train`, its weights written to ``out`` (``transformer_model.eqx``) and its
+    losses, its evaluation, the machine and the settings to ``out`` with the suffix ``.json``."""
+    info = RunInfo("python -m attnbook.experiments.ch07 model")
+    train_set, test_set = data(s)
+    trained, history = train(model(SEED, s), train_set, SEED, s=s)
+    result = evaluate(trained, history, test_set)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    eqx.tree_serialise_leaves(out, trained)
+    meta = info.metadata(settings=s.to_dict(), seed=SEED, **result,
+                         train_loss=[float(f"{loss:.6g}") for loss in history.train_loss])
+    out.with_suffix(".json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+    print(f"wrote {out} and {out.with_suffix('.json').name}: {result}")
+    return result
 
 
 @dataclasses.dataclass(frozen=True)
@@ -355,26 +391,22 @@ def run_decoding(out: pathlib.Path, d: DecodingSettings = DECODING) -> list[dict
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m attnbook.experiments.ch07", description=__doc__.split("\n\n")[0])
-    commands = parser.add_subparsers(dest="run", required=True)
-    ablations = commands.add_parser("ablations", help="every ablation row with seeds 0, 1, 2 (about 20 minutes)")
-    decoding = commands.add_parser("decoding", help="greedy decoding time against output length")
-    for command in (ablations, decoding):
-        command.add_argument("--write", action="store_true",
-                             help="write the stored results (lib/attnbook/experiments/results/)")
-        command.add_argument("--out", type=pathlib.Path, help="the CSV to write instead")
-    ablations.add_argument("--shard", help="i/n: run only every n-th run, starting at the i-th, into --partial")
-    ablations.add_argument("--partial", type=pathlib.Path, help="folder of the shards' JSON-lines files")
-    ablations.add_argument("--merge", action="store_true", help="write the results from the shards in --partial")
-    args = parser.parse_args(argv)
-    name = f"transformer_{args.run}.csv"
-    out = args.out or (source_folder() / name if args.write else None)
-    if args.run == "ablations" and args.shard:
-        if not args.partial:
-            parser.error("--shard needs --partial")
-    elif out is None:
-        parser.error(f"say --write to overwrite the stored {name}, or --out PATH")
-    if args.run == "ablations":
+    def options(parsers):
+        ablations = parsers["ablations"]
+        ablations.add_argument("--shard", help="i/n: run only every n-th run, starting at the i-th, into --partial")
+        ablations.add_argument("--partial", type=pathlib.Path, help="folder of the shards' JSON-lines files")
+        ablations.add_argument("--merge", action="store_true", help="write the results from the shards in --partial")
+
+    args, out, parser = command_line("python -m attnbook.experiments.ch07", __doc__.split("\n\n")[0], {
+        "model": ("the chapter's model, seed 0, trained and stored with its losses", "transformer_model.eqx"),
+        "ablations": ("every ablation row with seeds 0, 1, 2 (about 20 minutes)", "transformer_ablations.csv"),
+        "decoding": ("greedy decoding time against output length", "transformer_decoding.csv"),
+    }, argv, options=options, needs_out=lambda args: not getattr(args, "shard", None))
+    if args.run == "ablations" and args.shard and not args.partial:
+        parser.error("--shard needs --partial")
+    if args.run == "model":
+        run_model(out)
+    elif args.run == "ablations":
         run_ablations(out, shard=args.shard, partial=args.partial, merge=args.merge)
     else:
         run_decoding(out)

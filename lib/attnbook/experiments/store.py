@@ -14,6 +14,7 @@ beside its numbers what :class:`RunInfo` records: date, machine, versions, load 
 
 from __future__ import annotations
 
+import argparse
 import csv
 import datetime
 import importlib.metadata
@@ -44,6 +45,31 @@ def read_json(name: str, folder=RESULTS) -> dict:
 def source_folder() -> pathlib.Path:
     """The results folder of this source tree, where a bench run writes (``lib/attnbook/experiments/results``)."""
     return pathlib.Path(__file__).resolve().parent / "results"
+
+
+def command_line(program: str, description: str, commands: dict[str, tuple[str, str]], argv=None, *,
+                 options=None, needs_out=lambda args: True):
+    """The command line every stored experiment shares: ``program COMMAND --write`` (overwrite the stored file in
+    :func:`source_folder`) or ``program COMMAND --out PATH`` (write elsewhere). ``commands`` maps each command to
+    its help and the name of the file it stores; ``options(parsers)`` adds a command's own options (``parsers``:
+    command -> its ``argparse`` parser); ``needs_out(args)`` is False where a command may run without a file.
+    Returns the parsed arguments, the file to write (``None`` where none is needed) and the parser (for errors)."""
+    parser = argparse.ArgumentParser(prog=program, description=description)
+    subparsers = parser.add_subparsers(dest="run", required=True)
+    parsers = {}
+    for name, (help_text, stored) in commands.items():
+        parsers[name] = subparsers.add_parser(name, help=help_text)
+        parsers[name].add_argument("--write", action="store_true",
+                                   help=f"write the stored {stored} (lib/attnbook/experiments/results/)")
+        parsers[name].add_argument("--out", type=pathlib.Path, help=f"the file to write instead of {stored}")
+    if options:
+        options(parsers)
+    args = parser.parse_args(argv)
+    stored = commands[args.run][1]
+    out = args.out or (source_folder() / stored if args.write else None)
+    if out is None and needs_out(args):
+        parser.error(f"say --write to overwrite the stored {stored}, or --out PATH")
+    return args, out, parser
 
 
 def write_csv(path: pathlib.Path, rows: list[dict]) -> None:

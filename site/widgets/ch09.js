@@ -14,7 +14,7 @@
                  yarn_no_temperature: W.t("YaRN without temperature", "温度なしの YaRN"), alibi: "ALiBi"};
     var state = {method: "yarn", length: D.lengths[1]};
     var f = W.frame(root, W.t("Try it: stretching RoPE, no fine-tuning", "試してみましょう：微調整なしでの RoPE の引き伸ばし"));
-    W.select(f.controls, {label: W.t("method", "方法"), name: "method", value: state.method,
+    W.select(f.controls, {label: W.t("method", "手法"), name: "method", value: state.method,
                           options: D.methods.map(function (m) { return [m, NAMES[m]]; }),
                           onChange: function (v) { state.method = v; draw(); }});
     W.slider(f.controls, {label: W.t("length T", "長さ T"), name: "length", values: D.lengths, value: state.length,

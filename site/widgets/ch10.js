@@ -84,7 +84,7 @@
         title: recall ? W.t("held-out accuracy after " + task.steps + " steps", task.steps + " ステップ後のテスト用データでの正解率")
                       : W.t("excess over the optimum (nats), " + task.steps + " steps", task.steps + " ステップ後の最適値との差（ナット）"),
         xlabel: W.t("key/value heads G", "キー・バリューヘッド G"),
-        label: W.t("Stored results per seed against G, the chosen G marked", "シードごとの保存済みの結果を G に対して描いた図。選んだ G に印")});
+        label: W.t("Stored results per seed against G, the chosen G marked", "シードごとの保存済みの結果を G に対して描いた図。選んだ G に印を付けた")});
       plot.setAttribute("data-figure", "quality");
       var shown = values.map(function (v) { return W.fmt(v, recall ? 2 : 3); }).join(W.t(", ", "、"));
       f.note.textContent = W.t(

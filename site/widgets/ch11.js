@@ -88,7 +88,7 @@
          name: "uniform_previous_token"}];
       if (state.variant === "curriculum") {
         series.push({x: [DATA.curriculum_steps, DATA.curriculum_steps], y: [0, 1], colour: W.PALETTE[3], dash: "2 3",
-                     name: "curriculum_end", label: W.t("code from this step on", "このステップからコード")});
+                     name: "curriculum_end", label: W.t("code from this step on", "このステップ以降はコード")});
       }
       series.push(cursor);
       var plot = W.lineplot(curves, series, {
@@ -97,7 +97,7 @@
         label: W.t("The highest induction and previous-token scores of any head against the training step, with " +
                    "uniform attention's and the chosen step marked",
                    "全ヘッドでの帰納スコアと直前トークンスコアの最大値を学習ステップに対して描いた図。" +
-                   "一様なアテンションの値と選んだステップに印")});
+                   "一様なアテンションの値と選んだステップには印を付けた")});
       plot.setAttribute("data-figure", "scores");
       var title = W.t("step " + state.step + ": ", "ステップ " + state.step + "：");
       var induction = W.t("induction score", "帰納スコア"), previous = W.t("previous-token score", "直前トークンスコア");

@@ -304,16 +304,41 @@ def heatmap(
     return ax
 
 
-def row_label(text: str, width: int = 12) -> str:
-    """``text`` wrapped into lines of about ``width`` characters (at spaces, or anywhere in text without them), for
-    the label of a row of small panels, so that it does not run into the next row's label."""
-    import textwrap
+def _label_width(text: str) -> float:
+    """The width of ``text`` in Latin letters: a Japanese character counts 1.5 (2/3 of a line's Latin letters)."""
+    return sum(1.0 if c.isascii() else 1.5 for c in text)
 
-    if not text.isascii():  # Japanese: most characters about twice as wide as a Latin letter
-        width = max(1, width * 2 // 3)
-    if " " in text:
-        return textwrap.fill(text, width)
-    return "\n".join(text[i:i + width] for i in range(0, len(text), width))
+
+def row_label(text: str, width: int = 12) -> str:
+    """``text`` wrapped into lines of about ``width`` Latin letters (a Japanese character counts 1.5), for the
+    label of a row of small panels, so that it does not run into the next row's label.
+
+    Lines break at spaces and after 「、」, never inside a word: ``"key_dim 1、value_dim 7"`` keeps ``value_dim``
+    whole. Japanese text with neither breaks once, where the two lines come out most even, after a hiragana and
+    before any other character (「学習する」 / 「位置埋め込み」); failing that, anywhere but inside a run of
+    Latin letters and digits.
+    """
+    import re
+
+    if " " in text or "、" in text:  # words and their separators: a space, or nothing after 、
+        pieces = [(sep, word) for sep, word in re.findall(r"( ?)([^ 、]*、|[^ 、]+)", text)]
+    elif _label_width(text) <= width:
+        return text
+    else:
+        hiragana = [bool(re.match("[\u3041-\u309f]", c)) for c in text]
+        longer = {i: max(_label_width(text[:i]), _label_width(text[i:])) for i in range(1, len(text))
+                  if hiragana[i - 1] and not hiragana[i]}  # after a particle or an inflection: 「する」「で」
+        if longer and min(longer.values()) <= width:
+            i = min(longer, key=longer.get)
+            return text[:i] + "\n" + text[i:]
+        pieces = [("", atom) for atom in re.findall(r"[!-~]+|.", text)]  # a run of Latin letters, digits: one atom
+    lines: list[str] = []
+    for sep, piece in pieces:
+        if lines and _label_width(lines[-1] + sep + piece) <= width:
+            lines[-1] += sep + piece
+        else:
+            lines.append(piece)
+    return "\n".join(lines)
 
 
 def head_grid(maps: dict, *, head: str = "head", key: str = "key token", query: str = "query token",

@@ -74,8 +74,13 @@ def test_head_grid_labels_each_map_once_and_wraps_long_labels():
 
     assert row_label("key_dim 1, value_dim 7") == "key_dim 1,\nvalue_dim 7"
     assert row_label("short") == "short"
-    assert row_label("トークン2で置き換える") == "トークン2で置き\n換える"
     assert row_label("トークン 2 で置き換える") == "トークン 2\nで置き換える"
+    # never inside a word: the Japanese label of chapter 4's third map once came out as "key_dim\n1、value_\ndim 7"
+    assert row_label("key_dim 1、value_dim 7") == "key_dim 1、\nvalue_dim 7"
+    assert row_label("a_long_identifier_name") == "a_long_identifier_name"
+    # Japanese without spaces: once, after a hiragana, where the lines come out most even
+    assert row_label("学習する位置埋め込み") == "学習する\n位置埋め込み"
+    assert row_label("トークン2で置き換える") == "トークン2で\n置き換える"
     maps = np.full((8, 3, 3), 1 / 3)
     fig = head_grid({"replace by token 2": maps}, per_row=4)
     labels = [ax.get_ylabel() for ax in fig.axes if ax.images]

@@ -45,7 +45,9 @@ Non-finite input (NaN or an infinity in a query, key, value, decay or rate) make
 see it, in every form: output ``t`` for a query at ``t``, outputs ``t >= s`` for the rest at ``s`` (channel by
 channel for :func:`rwkv`); earlier outputs and their gradients stay finite. ``T = 0`` gives an empty output.
 
-Scaling is the caller's: no function here divides by ``sqrt(dk)`` (the layers do, where the papers do).
+Scaling is the caller's: no function here divides by ``sqrt(dk)``. Of the rules of :class:`LinearAttention`, only
+``"retention"`` and ``"decay"`` scale their queries by ``key_dim ** -0.5``, as RetNet does; its delta rules do not,
+where flash-linear-attention's kernels default to ``scale = K ** -0.5``.
 Shapes are the jaxtyping annotations (checked at trace time, so under ``jax.jit`` too); ``form``, ``chunk``,
 ``normalize`` and a Python ``gamma`` (in ``(0, 1]``) are checked. Decays and rates given as arrays are not
 range-checked: ``log_decay <= 0`` and ``beta`` in ``[0, 1]`` are the models' ranges, and a value outside them is
@@ -306,7 +308,11 @@ def delta_rule(q: Float[Array, "T dk"], k: Float[Array, "T dk"], v: Float[Array,
     descent on ``|k_t S - v_t|^2 / 2`` per token. DeltaNet normalises keys to unit length (then ``beta_t = 1``
     overwrites the value stored at ``k_t``); that is the layer's job. Parallel form: masked linear attention on
     the pseudo-values ``U`` (see the module's docstring), found with one triangular solve; the chunked form does
-    one ``chunk x chunk`` solve per block (the "WY representation" of Yang et al. 2024).
+    one ``chunk x chunk`` solve per block, inside the scan over blocks, because its right-hand side holds the state
+    entering the block. Both solves are forward substitution, one row after another: ``T`` sequential row steps in
+    either form. (Yang et al. 2024's WY representation, as flash-linear-attention computes it, instead finds each
+    block's ``W`` and ``U`` from the block's keys, values and rates alone, in parallel across blocks, so that only
+    the state and ``U - W S`` run block after block; the numbers are the same.)
     """
     form, chunk = _chunk(form, chunk)
     g = jnp.zeros_like(beta) if log_decay is None else log_decay
@@ -457,16 +463,18 @@ class LinearAttention(eqx.Module):
 
     - ``"linear"``: :func:`linear_attention`, ``elu + 1`` features, normalised (Katharopoulos et al. 2020);
     - ``"retention"``: :func:`retention` with RetNet's fixed ``gamma_h = 1 - 2^(-5 - h)``, ``q`` scaled by
-      ``key_dim ** -0.5``; ``"decay"``: the same with ``gamma_h = sigmoid(decay_logit_h)`` learned, starting
-      from RetNet's values;
+      ``key_dim ** -0.5`` (without RetNet's rotation of ``q`` and ``k`` by position, its GroupNorm and its gate);
+      ``"decay"``: the same with ``gamma_h = sigmoid(decay_logit_h)`` learned, starting from RetNet's values;
     - ``"delta"``: :func:`delta_rule`, keys and queries L2-normalised, ``beta_t = sigmoid(x W_beta)`` per head
-      (DeltaNet, Yang et al. 2024); ``"gated-delta"``: with the decay of ``"ssd"`` (Gated DeltaNet);
+      (DeltaNet, Yang et al. 2024, without its SiLU before the norm, its ``key_dim ** -0.5`` query scale and its
+      output norm); ``"gated-delta"``: with the decay of ``"ssd"`` (Gated DeltaNet);
     - ``"ssd"``: :func:`ssd` with ``dt = softplus(x W_dt + dt_bias)``, ``a = -exp(a_log) dt`` per head,
       ``B = k``, ``C = q``, ``X = v dt`` (Mamba-2's SSD alone: no gate or skip ``D``).
 
     ``conv > 0`` adds the short causal depthwise convolution of size ``conv`` (Mamba-2 and DeltaNet use 4) over
-    time on ``[q ; k ; v]`` right after the projections (no activation after it here); it lets a token's key
-    carry the token before it, the step associative recall needs. ``conv = 0``: none.
+    time on ``[q ; k ; v]`` right after the projections (no activation after it here, where Mamba-2 and DeltaNet
+    apply a SiLU); it lets a token's key carry the token before it, the step associative recall needs.
+    ``conv = 0``: none.
 
     The state of every head is ``key_dim x value_dim`` numbers (``value_dim + 1`` columns for ``"linear"``, whose
     last holds the normaliser; :meth:`init_cache`) whatever the length: :meth:`step` decodes one token in

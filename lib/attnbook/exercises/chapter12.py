@@ -39,9 +39,10 @@ def _sizes(rng):
             "value_dim": int(rng.choice([4, 8, 16, 64, 128]))}
 
 
-LOST_MOST = "delta"
-"""12.3's answer, read from lib/attnbook/experiments/results/linear_recall.csv: the mean accuracy at 2 heads minus
-at 8 heads, 8 pairs, is largest for the delta rule (tests/book/test_exercises_chapter12.py reads it again)."""
+ORTHOGONAL_KEYS = "equal"
+"""12.3's answer: with orthogonal unit keys the state's prediction ``k_t S_{t-1}`` at every new key is 0, so correcting
+with beta = 1 writes the same state as adding, and both read every pair right
+(tests/book/test_exercises_chapter12.py computes it with the library's rules)."""
 
 register(
     # 12.1 (implement): the decay mask from the log-decays.
@@ -83,18 +84,23 @@ register(
                     answer=lambda heads, key_dim, value_dim: -(-key_dim * value_dim // (key_dim + value_dim))),
         ),
     ),
-    # 12.3 (predict): which model loses the most recall when its state shrinks?
+    # 12.3 (predict): with orthogonal keys, which rule reads more pairs right, adding or correcting?
     Exercise(
         id="12.3",
         kind="choice",
-        reference=lambda: LOST_MOST,
-        choices=("linear", "ssd", "delta"),
+        reference=lambda: ORTHOGONAL_KEYS,
+        choices=("add", "correct", "equal"),
         mistakes=(
-            Mistake("linear attention lost the least: read the stored accuracy at 2 and 8 heads with "
-                    "ch12.recall(model, 8, heads) and compare the drops.",
-                    "線形アテンションの低下はいちばん小さいものでした。ch12.recall(model, 8, heads) で 2 ヘッドと "
-                    "8 ヘッドの正解率を読み、低下を比べてください。",
-                    answer="linear"),
+            Mistake("with orthogonal keys the state's prediction k S at a new key is 0, so correcting writes v "
+                    "whole, as adding does: neither rule loses a pair.",
+                    "直交するキーでは、新しいキーでの状態の予測 k S は 0 です。そのため修正する規則も v をそのまま書き込み、"
+                    "足す規則と同じ状態になります。どちらの規則もペアを失いません。",
+                    answer="correct"),
+            Mistake("correcting loses pairs only where a new key overlaps older ones; orthogonal keys do not "
+                    "overlap, so the prediction k S at a new key is 0 and correcting writes v whole.",
+                    "修正する規則がペアを失うのは、新しいキーが古いキーと重なるときだけです。直交するキーは重ならないので、"
+                    "新しいキーでの予測 k S は 0 になり、修正する規則も v をそのまま書き込みます。",
+                    answer="add"),
         ),
     ),
 )

@@ -58,7 +58,10 @@ MODELS = ("attention", "attention-conv", "linear", "retention", "ssd", "delta", 
 class ShortConvAttention(eqx.Module):
     """Softmax attention after a short causal depthwise convolution of its input, ``out[t] = sum_j w[j] x[t - j]``
     over ``conv`` tokens: the linear layers' convolution given to attention too, as Zoology's current MQAR configs
-    do (a convolution mixer before every sequence mixer, attention included: their README's note 2)."""
+    do (a BaseConv mixer before every sequence mixer, attention included: ``add_attention`` in
+    ``zoology/experiments/models_repo.py``, called with the ``conv_mixer`` of
+    ``mqar_example_configs/original_mqar_configs.py``; their README's note 2 gives the recipe to the other
+    architectures "for fair comparison")."""
 
     w_conv: jax.Array  # (conv, d_model)
     attention: eqx.Module

@@ -459,3 +459,73 @@ def alibi_weights(weights, slopes, *, key: str = "key j", query: str = "query i"
     ax2.legend(fontsize=10, loc="upper left")
     fig.tight_layout()
     return fig
+
+
+
+def encoder_decoder_diagram(labels: dict[str, str], *, depth: int = 2) -> plt.Figure:
+    """The pre-LN encoder-decoder of chapter 7 as boxes and arrows, read from the bottom up: each stack embeds its
+    tokens and adds the positional encoding, runs ``depth`` blocks of sub-layers (blue: each adds its output, computed
+    from the LayerNorm of its input, to that input) and ends with a LayerNorm; the encoder's output is the memory that
+    every decoder block's cross-attention reads; the decoder ends in the output layer.
+
+    ``labels`` maps ``source``, ``target``, ``embed``, ``self``, ``causal``, ``cross``, ``ffn``, ``norm``, ``output``,
+    ``memory``, ``encoder``, ``decoder``, ``repeat`` (a format with ``{depth}``) and ``note`` to the text to draw, in
+    the page's language."""
+    needed = ("source", "target", "embed", "self", "causal", "cross", "ffn", "norm", "output", "memory", "encoder",
+              "decoder", "repeat", "note")
+    missing = [k for k in needed if k not in labels]
+    if missing:
+        raise ValueError(f"labels is missing {missing}")
+    fig, ax = plt.subplots(figsize=(5.0, 5.0))
+    ax.set_xlim(0, 10)
+    ax.set_ylim(-0.2, 10.6)
+    ax.axis("off")
+    plain = {"boxstyle": "round,pad=0.35", "facecolor": "white", "edgecolor": GREY, "linewidth": 1.0}
+    sub = {"boxstyle": "round,pad=0.35", "facecolor": "#e8f1f8", "edgecolor": PALETTE[0], "linewidth": 1.0}
+    arrow = {"arrowstyle": "-|>", "color": GREY, "lw": 1.0, "shrinkA": 0, "shrinkB": 0}
+
+    def node(x, y, text, style=None):
+        ax.text(x, y, text, ha="center", va="center", fontsize=9, bbox=style, linespacing=1.25)
+
+    def up(x, y0, y1):
+        ax.annotate("", xy=(x, y1), xytext=(x, y0), arrowprops=arrow)
+
+    step = 1.2  # between sub-layers
+    stacks = {"encoder": (2.5, [labels["self"], labels["ffn"]], labels["source"]),
+              "decoder": (7.5, [labels["causal"], labels["cross"], labels["ffn"]], labels["target"])}
+    ends = {}
+    for name, (x, sublayers, tokens) in stacks.items():
+        node(x, 0.35, tokens)
+        up(x, 0.85, 1.25)
+        node(x, 1.75, labels["embed"], plain)
+        up(x, 2.25, 2.85)
+        first = 3.2
+        top = first + step * (len(sublayers) - 1) + 0.6
+        ax.add_patch(mpl.patches.FancyBboxPatch((x - 2.1, 2.65), 4.2, top - 2.65, boxstyle="round,pad=0.05",
+                                                facecolor="none", edgecolor=GREY, linestyle="--", linewidth=1.0))
+        ax.text(x - 2.05, top + 0.12, labels["repeat"].format(depth=depth), ha="left", va="bottom", fontsize=9,
+                color=GREY)
+        for i, text in enumerate(sublayers):
+            y = first + step * i
+            node(x, y, text, sub)
+            if i:
+                up(x, y - step + 0.3, y - 0.3)
+            if text == labels["cross"]:
+                ends["cross"] = (x - 1.3, y)
+        y_norm = top + 0.9
+        up(x, top - 0.6 + 0.3, y_norm - 0.3)
+        node(x, y_norm, labels["norm"], plain)
+        ends[name] = (x, y_norm)
+        if name == "decoder":
+            up(x, y_norm + 0.3, y_norm + 0.8)
+            node(x, y_norm + 1.35, labels["output"], plain)
+    for name, (x, _, _) in stacks.items():
+        ax.text(x, 9.3, labels[name], ha="center", va="center", fontsize=10.5)
+    ax.text(5.0, 10.2, labels["note"], ha="center", va="center", fontsize=9, color=PALETTE[0])
+    # the memory: the encoder's last LayerNorm feeds the cross-attention of every decoder block
+    (ex, ey), (cx, cy) = ends["encoder"], ends["cross"]
+    ax.annotate("", xy=(cx, cy), xytext=(ex + 0.75, ey),
+                arrowprops={**arrow, "color": PALETTE[1], "lw": 1.6, "connectionstyle": "arc3,rad=-0.25"})
+    ax.text((ex + cx) / 2 + 0.5, ey + 0.15, labels["memory"], ha="center", va="bottom", fontsize=9, color="#8a5a00")
+    fig.tight_layout(pad=0.2)
+    return fig

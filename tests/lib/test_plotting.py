@@ -79,3 +79,18 @@ def test_smallest_font_counts_every_visible_text():
     ax.get_legend().set_visible(False)
     assert plotting.smallest_font_px(fig) == pytest.approx(10 * 100 / 72)
     plt.close("all")
+
+
+def test_encoder_decoder_diagram_draws_every_label_and_rejects_missing_ones():
+    plotting.setup("en")
+    keys = ("source", "target", "embed", "self", "causal", "cross", "ffn", "norm", "output", "memory", "encoder",
+            "decoder", "repeat", "note")
+    labels = {k: f"<{k}>" for k in keys} | {"repeat": "× {depth}"}
+    fig = plotting.encoder_decoder_diagram(labels, depth=3)
+    drawn = [text.get_text() for text in fig.axes[0].texts]
+    assert all(labels[k] in drawn for k in keys if k != "repeat") and drawn.count("× 3") == 2  # one per stack
+    assert drawn.count("<ffn>") == 2 and drawn.count("<norm>") == 2  # both stacks end in their LayerNorm
+    assert plotting.smallest_font_px(fig) >= 12
+    plt.close(fig)
+    with pytest.raises(ValueError, match="memory"):
+        plotting.encoder_decoder_diagram({k: v for k, v in labels.items() if k != "memory"})

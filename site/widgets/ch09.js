@@ -38,11 +38,11 @@
       var plot = W.lineplot(figure, series, {
         ylim: [0.6, top], xticks: [0, L, T / 2, T - 1].filter(function (v, i, a) { return a.indexOf(v) === i; }), height: 220,
         xlabel: W.t("position (dashed: the training length L = " + L + ")", "位置（破線：学習時の長さ L = " + L + "）"),
-        ylabel: W.t("loss (nats per token)", "損失（ナット／トークン）"),
+        ylabel: W.t("loss (nats per token)", "損失（1 トークンあたりのナット）"),
         label: W.t("Line plot of the loss at each position 0 to " + (T - 1) + " with " + NAMES[m] + ", mean of 5 seeds, " +
                    "beside plain RoPE, the optimum and the current-token baseline",
                    NAMES[m] + " での位置 0 から " + (T - 1) + " の損失（5 シードの平均）の折れ線グラフ。" +
-                   "素の RoPE、最適値、現在のトークンだけのベースラインも示す")});
+                   "素の RoPE、最適値、現在のトークンだけのベースラインも示す。")});
       plot.setAttribute("data-figure", "loss");
       var excess = D.excess[m][key], current = D.excess.current_token[key][0];
       root.setAttribute("data-method", m);

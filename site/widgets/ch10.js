@@ -63,7 +63,7 @@
         xlabel: W.t("key/value heads G", "キー・バリューヘッド G"), height: 170,
         label: W.t("Bar chart of the KV cache in KiB for G = " + gs.join(", ") + " at T = " + state.T + " and " +
                    state.layers + " layers", "T = " + state.T + "、" + state.layers + " 層での G = " + gs.join("、") +
-                   " の KV キャッシュ（KiB）の棒グラフ")});
+                   " の KV キャッシュ（KiB）の棒グラフ。")});
       cache.setAttribute("data-figure", "cache");
       var bars = cache.querySelectorAll("rect");  // the chosen G's bar in the second colour
       bars[gs.indexOf(g)].setAttribute("fill", W.PALETTE[1]);
@@ -84,7 +84,7 @@
         title: recall ? W.t("held-out accuracy after " + task.steps + " steps", task.steps + " ステップ後のテスト用データでの正解率")
                       : W.t("excess over the optimum (nats), " + task.steps + " steps", task.steps + " ステップ後の最適値との差（ナット）"),
         xlabel: W.t("key/value heads G", "キー・バリューヘッド G"),
-        label: W.t("Stored results per seed against G, the chosen G marked", "シードごとの保存済みの結果を G に対して描いた図。選んだ G に印を付けた")});
+        label: W.t("Stored results per seed against G, the chosen G marked", "シードごとの保存済みの結果を G に対して描いた図。選んだ G に印を付けた。")});
       plot.setAttribute("data-figure", "quality");
       var shown = values.map(function (v) { return W.fmt(v, recall ? 2 : 3); }).join(W.t(", ", "、"));
       f.note.textContent = W.t(

@@ -97,7 +97,7 @@
         label: W.t("The highest induction and previous-token scores of any head against the training step, with " +
                    "uniform attention's and the chosen step marked",
                    "全ヘッドでの帰納スコアと直前トークンスコアの最大値を学習ステップに対して描いた図。" +
-                   "一様なアテンションの値と選んだステップには印を付けた")});
+                   "一様なアテンションの値と選んだステップには印を付けた。")});
       plot.setAttribute("data-figure", "scores");
       var title = W.t("step " + state.step + ": ", "ステップ " + state.step + "：");
       var induction = W.t("induction score", "帰納スコア"), previous = W.t("previous-token score", "直前トークンスコア");
@@ -114,7 +114,7 @@
         title: W.t("loss on held-out code repeated twice (nats)", "2 回繰り返したテスト用のコードでの損失（ナット）"),
         xlabel: W.t("training step", "学習ステップ"),
         label: W.t("Loss on the first and the second copy of repeated held-out code against the training step",
-                   "繰り返したテスト用のコードの 1 回目と 2 回目での損失を学習ステップに対して描いた図")});
+                   "2 回繰り返したテスト用のコードの 1 回目と 2 回目での損失を学習ステップに対して描いた図。")});
       losses.setAttribute("data-figure", "code");
       var i = best(ind), p = best(prev);
       f.note.textContent = W.t(

@@ -33,7 +33,7 @@
     var NAMES = {plain: W.t("plain: code only", "コードのみ（plain）"),
                  curriculum: W.t("curriculum: random repeats, then code", "カリキュラム（ランダムな周期系列の後にコード）")};
     var f = W.frame(root, W.t("Try it: scrub through training and watch the induction score appear",
-                              "試してみましょう：学習ステップを動かして、帰納スコアが現れる様子を見る"));
+                              "試してみましょう：学習ステップに沿って現れる帰納スコア"));
     W.select(f.controls, {label: W.t("data", "データ"), name: "variant", value: state.variant,
                           options: DATA.variants.map(function (v) { return [v, NAMES[v] || v]; }),
                           onChange: function (v) { state.variant = v; draw(); }});

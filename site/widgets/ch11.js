@@ -31,7 +31,7 @@
                  depth: DATA.depths[DATA.depths.length - 1], seed: DATA.seeds[0],
                  step: steps[Math.floor(steps.length / 3)]};  // early: the reader moves on to see the scores rise
     var NAMES = {plain: W.t("plain: code only", "コードのみ（plain）"),
-                 curriculum: W.t("curriculum: random repeats, then code", "カリキュラム（ランダムな周期系列の後にコード）")};
+                 curriculum: W.t("curriculum: random repeats, then code", "カリキュラム（ランダム周期系列→コード）")};
     var f = W.frame(root, W.t("Try it: scrub through training and watch the induction score appear",
                               "試してみましょう：学習ステップに沿って現れる帰納スコア"));
     W.select(f.controls, {label: W.t("data", "データ"), name: "variant", value: state.variant,

@@ -169,7 +169,7 @@ def chapter7() -> dict:
             plain, _ = transformer.greedy_decode(model, source, sources.shape[1], transformer.START)
             assert np.array_equal(tokens, plain), "cached and uncached decoding disagree"
         decoded.append([int(v) for v in tokens])
-    return {"sources": ["lib/attnbook/experiments/results/transformer_model.eqx"], "start": transformer.START,
+    return {"sources": [str(Path(RESULTS / "transformer_model.eqx").relative_to(ROOT))], "start": transformer.START,
             "strings": [[int(v) for v in row] for row in sources], "targets": [[int(v) for v in row] for row in targets],
             "decoded": decoded, "blocks": len(model.decoder.blocks),
             "heads": int(model.decoder.blocks[0].mixer.attention.w_q.shape[1])}

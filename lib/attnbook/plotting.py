@@ -461,16 +461,15 @@ def alibi_weights(weights, slopes, *, key: str = "key j", query: str = "query i"
     return fig
 
 
-
-def encoder_decoder_diagram(labels: dict[str, str], *, depth: int = 2) -> plt.Figure:
+def encoder_decoder_diagram(labels: dict[str, str]) -> plt.Figure:
     """The pre-LN encoder-decoder of chapter 7 as boxes and arrows, read from the bottom up: each stack embeds its
-    tokens and adds the positional encoding, runs ``depth`` blocks of sub-layers (blue: each adds its output, computed
+    tokens and adds the positional encoding, runs its blocks of sub-layers (blue: each adds its output, computed
     from the LayerNorm of its input, to that input) and ends with a LayerNorm; the encoder's output is the memory that
     every decoder block's cross-attention reads; the decoder ends in the output layer.
 
     ``labels`` maps ``source``, ``target``, ``embed``, ``self``, ``causal``, ``cross``, ``ffn``, ``norm``, ``output``,
-    ``memory``, ``encoder``, ``decoder``, ``repeat`` (a format with ``{depth}``) and ``note`` to the text to draw, in
-    the page's language."""
+    ``memory``, ``encoder``, ``decoder``, ``repeat`` (how many blocks each stack repeats) and ``note`` to the text
+    to draw, in the page's language."""
     needed = ("source", "target", "embed", "self", "causal", "cross", "ffn", "norm", "output", "memory", "encoder",
               "decoder", "repeat", "note")
     missing = [k for k in needed if k not in labels]
@@ -503,7 +502,7 @@ def encoder_decoder_diagram(labels: dict[str, str], *, depth: int = 2) -> plt.Fi
         top = first + step * (len(sublayers) - 1) + 0.6
         ax.add_patch(mpl.patches.FancyBboxPatch((x - 2.1, 2.65), 4.2, top - 2.65, boxstyle="round,pad=0.05",
                                                 facecolor="none", edgecolor=GREY, linestyle="--", linewidth=1.0))
-        ax.text(x - 2.05, top + 0.12, labels["repeat"].format(depth=depth), ha="left", va="bottom", fontsize=9,
+        ax.text(x - 2.05, top + 0.12, labels["repeat"], ha="left", va="bottom", fontsize=9,
                 color=GREY)
         for i, text in enumerate(sublayers):
             y = first + step * i

@@ -85,10 +85,10 @@ def test_encoder_decoder_diagram_draws_every_label_and_rejects_missing_ones():
     plotting.setup("en")
     keys = ("source", "target", "embed", "self", "causal", "cross", "ffn", "norm", "output", "memory", "encoder",
             "decoder", "repeat", "note")
-    labels = {k: f"<{k}>" for k in keys} | {"repeat": "× {depth}"}
-    fig = plotting.encoder_decoder_diagram(labels, depth=3)
+    labels = {k: f"<{k}>" for k in keys}
+    fig = plotting.encoder_decoder_diagram(labels)
     drawn = [text.get_text() for text in fig.axes[0].texts]
-    assert all(labels[k] in drawn for k in keys if k != "repeat") and drawn.count("× 3") == 2  # one per stack
+    assert all(labels[k] in drawn for k in keys) and drawn.count("<repeat>") == 2  # one per stack
     assert drawn.count("<ffn>") == 2 and drawn.count("<norm>") == 2  # both stacks end in their LayerNorm
     assert plotting.smallest_font_px(fig) >= 12
     plt.close(fig)

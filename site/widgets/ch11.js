@@ -61,7 +61,7 @@
       var node = W.heatmap(parent, matrix(row, depth), {
         vmin: 0, vmax: 1, map: "viridis", numbers: true, height: Math.max(80, 48 * depth), title: title,
         xticks: W.range(heads), yticks: W.range(depth), xlabel: W.t("head", "ヘッド"), ylabel: W.t("layer", "層"),
-        label: label + W.t(" (rows: layers, columns: heads)", "（行：層、列：ヘッド）")});
+        label: label + W.t(" (rows: layers, columns: heads)", "（行：層、列：ヘッド）。")});
       node.setAttribute("data-figure", name);
     }
 

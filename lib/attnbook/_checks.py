@@ -396,6 +396,24 @@ def jit(fn):
     return wrapper
 
 
+def compiled_when_eager(fn):
+    """``fn`` (a layer's ``__call__``) compiled as one program when it is called on concrete arrays, as a notebook
+    calls a layer: one compilation per input shape instead of one per operation, which on a CPU costs 20-30 ms
+    each. Called inside someone else's trace, or given a function (``process_heads``, which may close over that
+    trace's values), ``fn`` runs as it is. The results are those of ``fn`` to float32 rounding (the compiler may
+    fuse operations)."""
+    compiled = eqx.filter_jit(fn)
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        leaves = jax.tree.leaves((args, kwargs))
+        if any(isinstance(leaf, jax.core.Tracer) or callable(leaf) for leaf in leaves):
+            return fn(*args, **kwargs)
+        return compiled(*args, **kwargs)
+
+    return wrapper
+
+
 # Under plain ``jax.jit`` a failed value check reaches the reader as a ``JaxRuntimeError`` whose text
 # starts with "INTERNAL: CpuCallback error calling callback: Traceback ..." and ends, a screen later, with
 # the sentence that matters. (``equinox.filter_jit`` re-raises it cleanly; ``jax.jit`` cannot, since no

@@ -281,6 +281,7 @@ class MultiHeadAttention(eqx.Module):
         return context, weights
 
     @_checks.shaped
+    @_checks.compiled_when_eager
     def __call__(
         self,
         query: Float[Array, "Tq d_query"],
@@ -401,6 +402,7 @@ class MultiHeadSelfAttention(eqx.Module):
         return self.attention.kv_heads
 
     @_checks.shaped
+    @_checks.compiled_when_eager
     def __call__(self, x: Float[Array, "T d_model"], bias: Float[Array, "*heads T T"] | None = None, *,
                  process_heads: Callable | None = None) -> Float[Array, "T d_model"]:
         """``x (T, d_model) -> (T, d_model)``; ``bias`` ``(T, T)`` or ``(heads, T, T)`` is added to the scores."""

@@ -171,6 +171,7 @@ class FeedForward(eqx.Module):
         self.activation = activation
 
     @_checks.shaped
+    @_checks.compiled_when_eager
     def __call__(self, x: Float[Array, "*batch d_model"]) -> Float[Array, "*batch d_model"]:
         """``x (T, d_model) -> (T, d_model)``."""
         features("x", x, self.hidden.weight.shape[0], "d_model")
@@ -236,6 +237,7 @@ class Block(eqx.Module):
         return self.cross(x, memory, memory)
 
     @_checks.shaped
+    @_checks.compiled_when_eager
     def __call__(self, x: Float[Array, "T d_model"], memory: Float[Array, "S d_model"] | None = None,
                  **mixer_options) -> Float[Array, "T d_model"]:
         """``x (T, d_model)``, and for a block with cross-attention the encoder's output ``memory (S, d_model)``.

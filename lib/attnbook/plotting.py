@@ -66,11 +66,11 @@ COLORMAPS_KEY = "attnbook:colormaps"  # PNG text chunk: the colour maps of its i
 COLOUR_ONLY_KEY = "attnbook:colour-only-legend"  # legend entries told apart by colour alone, or "none"
 
 
-def smallest_font_px(fig: mpl.figure.Figure) -> float:
+def smallest_font_px(fig: mpl.figure.Figure, *, draw: bool = True) -> float:
     """The height in image pixels (font size in points × dpi / 72) of the smallest visible text of ``fig``.
 
     Tick labels, legends, titles and annotations all count; empty strings do not. ``nan`` if the
-    figure has no text.
+    figure has no text. ``draw=False``: the figure has been drawn since its last change.
     """
     sizes = []
 
@@ -82,7 +82,8 @@ def smallest_font_px(fig: mpl.figure.Figure) -> float:
         for child in artist.get_children():
             visit(child)
 
-    fig.draw_without_rendering()  # ticks and their labels are made at draw time
+    if draw:
+        fig.draw_without_rendering()  # ticks and their labels are made at draw time
     visit(fig)
     return min(sizes) * fig.dpi / 72 if sizes else float("nan")
 
@@ -151,13 +152,15 @@ def _looks(handle) -> tuple:
     return (type(handle).__name__,)
 
 
-def colour_only_legend_entries(fig: mpl.figure.Figure) -> list[str]:
+def colour_only_legend_entries(fig: mpl.figure.Figure, *, draw: bool = True) -> list[str]:
     """Labels of legend entries that differ from another entry of their legend by colour alone.
 
     Entries must also differ in line style, width, marker or hatch (or the lines be labelled directly,
-    with no legend), so that no meaning rests on colour alone.
+    with no legend), so that no meaning rests on colour alone. ``draw=False``: the figure has been drawn
+    since its last change.
     """
-    fig.draw_without_rendering()
+    if draw:
+        fig.draw_without_rendering()
     legends = [ax.get_legend() for ax in fig.axes] + list(fig.legends)
     found = []
     for legend in legends:
@@ -174,13 +177,28 @@ def colour_only_legend_entries(fig: mpl.figure.Figure) -> list[str]:
 def _png(fig: mpl.figure.Figure) -> str | None:
     """The inline backend's PNG, with :data:`MIN_FONT_KEY`, :data:`COLOURS_KEY`, :data:`COLORMAPS_KEY`
     and :data:`COLOUR_ONLY_KEY` in its metadata (read by tools.figure_fonts)."""
-    from IPython.core.pylabtools import print_figure
+    import base64
+    import io
 
+    from IPython.core.pylabtools import print_figure
+    from PIL import Image, PngImagePlugin
+
+    data = print_figure(fig, "png")  # draws the figure, so its ticks and legends exist for the measures below
+    if data is None:  # an empty figure
+        return None
     colours, maps = figure_colours(fig)
-    colour_only = colour_only_legend_entries(fig)
-    metadata = {MIN_FONT_KEY: f"{smallest_font_px(fig):.2f}", COLOURS_KEY: ",".join(colours),
-                COLORMAPS_KEY: ",".join(maps), COLOUR_ONLY_KEY: " | ".join(colour_only) or "none"}
-    return print_figure(fig, "png", base64=True, metadata=metadata)
+    metadata = {MIN_FONT_KEY: f"{smallest_font_px(fig, draw=False):.2f}", COLOURS_KEY: ",".join(colours),
+                COLORMAPS_KEY: ",".join(maps),
+                COLOUR_ONLY_KEY: " | ".join(colour_only_legend_entries(fig, draw=False)) or "none"}
+    # Written into the PNG afterwards (the same pixels, saved again): measuring before the drawing would
+    # draw the figure once more, which for a grid of heat-maps takes longer than the PNG itself.
+    image = Image.open(io.BytesIO(data))
+    info = PngImagePlugin.PngInfo()
+    for key, value in {**image.text, **metadata}.items():
+        info.add_text(key, value)
+    out = io.BytesIO()
+    image.save(out, "png", pnginfo=info, dpi=image.info["dpi"])
+    return base64.b64encode(out.getvalue()).decode("ascii")
 
 
 def _record_font_sizes_in_pngs() -> None:

@@ -383,6 +383,21 @@ def reversal_data(num: int, length: int, rng: np.random.Generator, *, exclude=No
 
 
 @_checks.shaped
+def greedy_decode_batch(model: EncoderDecoder, sources: Int[Array, "N S"], length: int, *, cached: bool = True
+                        ) -> tuple[Int[Array, "N length"], Float[Array, "N length vocab"]]:
+    """:func:`greedy_decode_cached` (``cached=False``: :func:`greedy_decode`) on every row of ``sources (N, S)``,
+    from :data:`START`, in one compiled program: returns ``(tokens (N, length), logits (N, length, vocab_size))``.
+    """
+    if not isinstance(model, EncoderDecoder):
+        raise TypeError(f"model must be an EncoderDecoder, got {type(model).__name__}")
+    sources = _checks.integers_in_range("sources", sources, 0, model.vocab_size)
+    length = _checks.positive_int("length", length)
+    if _checks.flag("cached", cached):
+        init_cache(model, length)  # raises for mixers without a one-token step
+    return _decode_batch(model, jnp.asarray(sources), length, cached)
+
+
+@_checks.shaped
 def exact_match(model: EncoderDecoder, sources: Int[Array, "N S"], targets: Int[Array, "N T"]) -> float:
     """Fraction of ``sources (N, S)`` whose greedy decoding equals ``targets (N, T)`` in every token.
 
@@ -390,20 +405,19 @@ def exact_match(model: EncoderDecoder, sources: Int[Array, "N S"], targets: Int[
     """
     if not isinstance(model, EncoderDecoder):
         raise TypeError(f"model must be an EncoderDecoder, got {type(model).__name__}")
-    sources = _checks.integers_in_range("sources", sources, 0, model.vocab_size)
     cached = all(can_step(block.mixer) for block in model.decoder.blocks)
-    decoded = _decode_batch(model, jnp.asarray(sources), np.shape(targets)[1], cached)
+    decoded, _ = greedy_decode_batch(model, sources, np.shape(targets)[1], cached=cached)
     return float(np.mean(np.all(np.asarray(decoded) == np.asarray(targets), axis=1)))
 
 
 @_checks.jit
 def _decode_batch(model, sources, length, cached):
     decode = _greedy_cached if cached else _greedy
-    return jax.vmap(lambda s: decode(model, s, length, START)[0])(sources)
+    return jax.vmap(lambda s: decode(model, s, length, START))(sources)
 
 
 __all__ = [
     "CACHED_MIXERS", "make_block", "Stack", "EncoderDecoder",
     "sequence_loss", "greedy_decode", "greedy_decode_cached", "can_step", "init_cache", "cache_bytes", "DIGITS", "START",
-    "reversal_data", "exact_match",
+    "reversal_data", "greedy_decode_batch", "exact_match",
 ]

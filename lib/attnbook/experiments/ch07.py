@@ -205,7 +205,8 @@ def ablation(name: str, seed: int, train_set, test_set, s: Settings = SETTINGS) 
 def stored_model(folder=RESULTS) -> transformer.EncoderDecoder:
     """Seed :data:`SEED`'s model at the end of its :func:`train` run, as ``model --write`` stored it
     (``transformer_model.eqx``): what the chapter analyses and the widget decodes with."""
-    return eqx.tree_deserialise_leaves(folder / "transformer_model.eqx", model(SEED))
+    like = eqx.filter_eval_shape(model, SEED)  # the structure and shapes only: nothing drawn or compiled
+    return eqx.tree_deserialise_leaves(folder / "transformer_model.eqx", like)
 
 
 def stored_training(folder=RESULTS) -> dict:

@@ -171,3 +171,26 @@ def test_lists_are_checked_and_passed_on_as_arrays():
     assert kind([[1.0, 2.0]]) is np.ndarray
     with pytest.raises(TypeError, match="x must be a floating-point array, got dtype int64"):
         kind([[1, 2]])
+
+
+def test_a_layer_called_on_concrete_arrays_compiles_one_program(caplog):
+    """compiled_when_eager: a notebook's call of a layer compiles the layer once, not each of its operations,
+    and gives the layer's results; inside a trace, with a process_heads closing over that trace, it runs inline."""
+    from attnbook import masking, mha
+
+    layer = mha.MultiHeadAttention(d_model=6, num_heads=3, key_dim=2, key=jax.random.key(0))
+    x = jnp.asarray(np.random.default_rng(0).normal(size=(7, 6)), dtype=jnp.float32)  # a shape no other test uses
+    mask = masking.causal_mask(7)
+    with jax.log_compiles(True), caplog.at_level("WARNING"):
+        caplog.clear()
+        out, weights = layer(x, x, x, mask)
+        compiled = [r.getMessage() for r in caplog.records if "XLA compilation" in r.getMessage()]
+    assert len(compiled) == 1 and "__call__" in compiled[0], compiled
+    plain_out, plain_weights = mha.MultiHeadAttention.__call__.__wrapped__.__wrapped__(layer, x, x, x, mask)
+    assert jnp.allclose(out, plain_out, atol=1e-6) and jnp.allclose(weights, plain_weights, atol=1e-6)
+
+    @jax.jit
+    def scaled(x, scale):  # the hook closes over this trace's `scale`, as chapter 11's ablations do
+        return layer(x, x, x, mask, process_heads=lambda q, k, v: (q * scale, k, v))[0]
+
+    assert jnp.allclose(scaled(x, 1.0), out, atol=1e-6) and not jnp.allclose(scaled(x, 3.0), out, atol=1e-3)

@@ -281,6 +281,7 @@ class SelfAttention(eqx.Module):
 
     @_boolean_mask
     @_checks.shaped
+    @_checks.compiled_when_eager
     def __call__(
         self, x: Float[Array, "T d_in"], mask: Bool[Array, "T T"] | None = None
     ) -> tuple[Float[Array, "T d_out"], Float[Array, "T T"]]:

@@ -192,3 +192,26 @@ def test_reversal_data():
         transformer.reversal_data(5, 3, 0)
     with pytest.raises(ValueError, match=r"targets must have shape \(N=5, T\), got \(4, 3\); sources has shape \(5, 3\)"):
         transformer.exact_match(make(0), sources[:5], targets[:4])
+
+
+def test_greedy_decode_batch_is_each_row_decoded_alone():
+    """greedy_decode_batch: one program over the rows, each row as greedy_decode_cached (or, cached=False,
+    greedy_decode) decodes it from START alone; bad tokens and a mixer without a step are refused."""
+    model = transformer.EncoderDecoder(transformer.DIGITS + 1, d_model=D_MODEL, depth=2, heads=HEADS,
+                                       key=jax.random.key(3))
+    model = randomised(model, 3)
+    sources = jnp.asarray(np.random.default_rng(4).integers(0, transformer.DIGITS, (5, 6)), dtype=jnp.int32)
+    for cached, decode in [(True, transformer.greedy_decode_cached), (False, transformer.greedy_decode)]:
+        batch_tokens, batch_logits = transformer.greedy_decode_batch(model, sources, 7, cached=cached)
+        assert batch_tokens.shape == (5, 7) and batch_logits.shape == (5, 7, transformer.DIGITS + 1)
+        for row, source in enumerate(sources):
+            alone_tokens, alone_logits = decode(model, source, 7, transformer.START)
+            np.testing.assert_array_equal(np.asarray(batch_tokens[row]), np.asarray(alone_tokens))
+            np.testing.assert_allclose(np.asarray(batch_logits[row]), np.asarray(alone_logits), atol=1e-5)
+    with pytest.raises(ValueError, match="sources"):
+        transformer.greedy_decode_batch(model, sources.at[0, 0].set(transformer.DIGITS + 1), 7)
+    full = transformer.EncoderDecoder(transformer.DIGITS + 1, d_model=D_MODEL, depth=1, heads=HEADS, mixer="aft-full",
+                                      key=jax.random.key(5))
+    with pytest.raises(ValueError):
+        transformer.greedy_decode_batch(full, sources, 7)
+    assert transformer.greedy_decode_batch(full, sources, 7, cached=False)[0].shape == (5, 7)
